@@ -1,0 +1,124 @@
+"""System checks (``manage.py check``): ids ``leasejobs.E0xx`` / ``W0xx``.
+
+Job definitions are validated when they are registered (an invalid one stops
+the import with the job named); these checks cover the site's settings.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from typing import Any
+
+from django.apps import AppConfig
+from django.conf import settings
+from django.core.checks import CheckMessage, Error, Warning, register
+from django.db import connections
+from django.utils.module_loading import import_string
+
+from .conf import SPECS, conf
+
+__all__ = ["check_clock", "check_databases", "check_settings", "check_time_zone"]
+
+
+@register()
+def check_settings(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    user = getattr(settings, "LEASEJOBS", {})
+    if not isinstance(user, dict):
+        return [
+            Error(
+                f"LEASEJOBS must be a dict, got {type(user).__name__}.",
+                hint="For example: LEASEJOBS = {'LEASE': timedelta(minutes=5)}",
+                id="leasejobs.E001",
+            )
+        ]
+    messages: list[CheckMessage] = []
+    for key, value in user.items():
+        spec = SPECS.get(key)
+        if spec is None:
+            close = difflib.get_close_matches(str(key), SPECS, n=1)
+            messages.append(
+                Warning(
+                    f"LEASEJOBS[{key!r}] is not a setting django-leasejobs knows; it is ignored.",
+                    hint=f"Did you mean {close[0]!r}?"
+                    if close
+                    else f"Known keys: {', '.join(SPECS)}.",
+                    id="leasejobs.W001",
+                )
+            )
+        elif not spec.valid(value):
+            messages.append(
+                Error(
+                    f"LEASEJOBS[{key!r}] must be {spec.expect}, got {value!r}.",
+                    hint=spec.doc,
+                    id="leasejobs.E002",
+                )
+            )
+    return messages
+
+
+@register()
+def check_clock(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    path = conf.CLOCK
+    if not SPECS["CLOCK"].valid(path):
+        return []  # Reported by check_settings.
+    try:
+        clock_class = import_string(path)
+    except ImportError as exc:
+        return [Error(f"LEASEJOBS['CLOCK'] cannot be imported: {exc}.", id="leasejobs.E003")]
+    if not all(callable(getattr(clock_class, name, None)) for name in ("now", "now_expr")):
+        return [
+            Error(
+                f"LEASEJOBS['CLOCK'] = {path!r} is not a clock.",
+                hint="A clock class has now_expr() and now() methods; see django_leasejobs.clock.",
+                id="leasejobs.E003",
+            )
+        ]
+    return []
+
+
+@register()
+def check_time_zone(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    if settings.USE_TZ:
+        return []
+    return [
+        Error(
+            "django-leasejobs needs USE_TZ = True.",
+            hint=(
+                "Lease times come from the database's clock in UTC (SPEC L1) and schedules "
+                "compare them with aware datetimes; naive local times would shift both."
+            ),
+            id="leasejobs.E004",
+        )
+    ]
+
+
+@register()
+def check_databases(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    messages: list[CheckMessage] = []
+    for alias in kwargs.get("databases") or settings.DATABASES:
+        connection = connections[alias]
+        if connection.vendor != "sqlite":
+            continue
+        options = connection.settings_dict.get("OPTIONS", {})
+        if str(options.get("transaction_mode", "")).upper() != "IMMEDIATE":
+            messages.append(
+                Warning(
+                    f"SQLite database {alias!r} does not use IMMEDIATE transactions.",
+                    hint=(
+                        "Concurrent drives (cron overlapping a worker, say) can then fail with "
+                        "'database is locked'. Set OPTIONS = {'transaction_mode': 'IMMEDIATE', "
+                        "'timeout': 20, 'init_command': 'PRAGMA journal_mode=WAL;'}."
+                    ),
+                    id="leasejobs.W002",
+                )
+            )
+    return messages

@@ -1,0 +1,137 @@
+"""Settings: the one place ``settings.LEASEJOBS`` is read.
+
+A site sets only what it changes::
+
+    LEASEJOBS = {"LEASE": timedelta(minutes=2), "REDACT_ERRORS": True}
+
+Values are read at attribute access, never cached, so ``override_settings``
+works in tests. Validation lives in :mod:`django_leasejobs.checks`, which uses
+:data:`SPECS` below, so ``manage.py check`` names a bad key before anything runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings as django_settings
+
+__all__ = ["SPECS", "Setting", "conf"]
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One ``LEASEJOBS`` key: its default, and what a valid value looks like."""
+
+    default: Any
+    valid: Callable[[Any], bool]
+    expect: str
+    doc: str
+
+
+def _positive_int(value: Any) -> bool:
+    return type(value) is int and value > 0
+
+
+def _duration(minimum: timedelta) -> Callable[[Any], bool]:
+    return lambda value: isinstance(value, timedelta) and value >= minimum
+
+
+def _bool(value: Any) -> bool:
+    return type(value) is bool
+
+
+def _dotted_path(value: Any) -> bool:
+    return isinstance(value, str) and "." in value
+
+
+#: Every key ``LEASEJOBS`` understands. The settings reference in the docs is
+#: written from this table.
+SPECS: dict[str, Setting] = {
+    "LEASE": Setting(
+        timedelta(minutes=5),
+        _duration(timedelta(milliseconds=100)),
+        "a timedelta of at least 100 ms",
+        "How long a claim holds a run when its job sets no ``lease``. Renewed at "
+        "every step boundary (L7), so it bounds the time between two steps, not a pass.",
+    ),
+    "DRIVE_LIMIT": Setting(
+        50, _positive_int, "a positive int", "Runs one drive takes on (D1, D2)."
+    ),
+    "SCAN_MAX": Setting(
+        500,
+        _positive_int,
+        "a positive int",
+        "Due rows one drive reads while looking for runs of jobs it registers (D1).",
+    ),
+    "MAX_PASSES": Setting(1, _positive_int, "a positive int", "Passes per run per drive (D3)."),
+    "RETENTION": Setting(
+        timedelta(days=30),
+        _duration(timedelta(0)),
+        "a non-negative timedelta",
+        "How long finished runs and missed-run records are kept (S7).",
+    ),
+    "HAND_RUNS_PER_HOUR": Setting(
+        20, _positive_int, "a positive int", "Runs started by hand per job per hour (S5)."
+    ),
+    "MISSED_GRACE": Setting(
+        timedelta(minutes=5),
+        _duration(timedelta(0)),
+        "a non-negative timedelta",
+        "How late a due time may fire before it counts as missed (S3).",
+    ),
+    "STALL_AFTER": Setting(
+        timedelta(minutes=15),
+        _duration(timedelta(seconds=1)),
+        "a timedelta of at least one second",
+        "A live run older than this reads as stalled, unless its job says otherwise (S6).",
+    ),
+    "REDACT_ERRORS": Setting(
+        False,
+        _bool,
+        "True or False",
+        "Keep only the exception type in ``last_error``; a message can carry a secret (§10).",
+    ),
+    "ERROR_MAX_LENGTH": Setting(
+        2000,
+        _positive_int,
+        "a positive int",
+        "Characters of an error message kept in ``last_error``; the rest is cut.",
+    ),
+    "CLOCK": Setting(
+        "django_leasejobs.clock.DatabaseClock",
+        _dotted_path,
+        "a dotted path to a Clock class",
+        "Where lease times come from (L1). Tests swap in "
+        "``django_leasejobs.clock.FrozenClock``; production keeps the database's clock.",
+    ),
+}
+
+
+class _Conf:
+    """Typed, lazy view of ``settings.LEASEJOBS`` with the defaults filled in."""
+
+    LEASE: timedelta
+    DRIVE_LIMIT: int
+    SCAN_MAX: int
+    MAX_PASSES: int
+    RETENTION: timedelta
+    HAND_RUNS_PER_HOUR: int
+    MISSED_GRACE: timedelta
+    STALL_AFTER: timedelta
+    REDACT_ERRORS: bool
+    ERROR_MAX_LENGTH: int
+    CLOCK: str
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            spec = SPECS[name]
+        except KeyError:
+            raise AttributeError(f"LEASEJOBS has no setting {name!r}") from None
+        user = getattr(django_settings, "LEASEJOBS", None) or {}
+        return user.get(name, spec.default) if isinstance(user, dict) else spec.default
+
+
+conf = _Conf()

@@ -1,0 +1,166 @@
+"""Runs and their step ledger (SPEC §2).
+
+Only :mod:`django_leasejobs.store` writes status or lease columns; these
+classes describe the tables and decode what they hold.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+from .codec import Decoded, decode
+from .ids import new_id
+from .querysets import RunQuerySet
+from .states import FailureCode, RunStatus
+
+__all__ = ["Run", "Step"]
+
+JOB_NAME_LENGTH = 100
+INSTANCE_LENGTH = 200
+
+
+class Run(models.Model):
+    """One durable run of a job: what an operator reads afterwards."""
+
+    id = models.CharField(_("id"), primary_key=True, max_length=26, default=new_id, editable=False)
+    job = models.CharField(_("job"), max_length=JOB_NAME_LENGTH)
+    instance = models.CharField(_("instance"), max_length=INSTANCE_LENGTH, default="default")
+    payload = models.TextField(_("payload (JSON)"), default="null")
+    status = models.CharField(
+        _("status"),
+        max_length=max(len(value) for value in RunStatus.values),
+        choices=RunStatus.choices,
+        default=RunStatus.RUNNING,
+    )
+    cursor = models.TextField(
+        _("cursor (JSON)"),
+        null=True,
+        blank=True,
+        help_text=_("Where the next pass resumes; empty until a pass commits."),
+    )
+    counters = models.TextField(_("counters (JSON)"), default="{}")
+    attempts = models.PositiveIntegerField(
+        _("attempts"), default=0, help_text=_("Consecutive failed passes.")
+    )
+    failure_code = models.CharField(
+        _("failure code"),
+        max_length=max(len(value) for value in FailureCode.values),
+        choices=FailureCode.choices,
+        blank=True,
+        default="",
+    )
+    last_error = models.TextField(_("last error"), blank=True, default="")
+    started_at = models.DateTimeField(_("started at"))
+    updated_at = models.DateTimeField(_("updated at"))
+    next_attempt_at = models.DateTimeField(
+        _("next attempt at"),
+        null=True,
+        blank=True,
+        help_text=_("When the run is next due; while leased, when the lease expires."),
+    )
+    ended_at = models.DateTimeField(_("ended at"), null=True, blank=True)
+    lease_owner = models.CharField(_("lease owner"), max_length=26, null=True, blank=True)
+    lease_began_at = models.DateTimeField(_("lease began at"), null=True, blank=True)
+    lease_holder = models.CharField(
+        _("lease holder"),
+        max_length=255,
+        blank=True,
+        default="",
+        help_text=_("The process that claimed the run: host, pid and process start time."),
+    )
+    admission_misses = models.PositiveIntegerField(_("admission misses"), null=True, blank=True)
+    rerun_requested = models.BooleanField(
+        _("rerun requested"),
+        default=False,
+        help_text=_("Start one more run with the latest payload when this one completes."),
+    )
+    rerun_payload = models.TextField(_("rerun payload (JSON)"), null=True, blank=True)
+    progress_total = models.PositiveBigIntegerField(_("progress total"), null=True, blank=True)
+    live_key = models.CharField(
+        _("live key"),
+        max_length=JOB_NAME_LENGTH + 1 + INSTANCE_LENGTH,
+        null=True,
+        blank=True,
+        editable=False,
+        help_text=_("job|instance while the run is live; empty once it has finished."),
+    )
+
+    objects: ClassVar[RunQuerySet] = RunQuerySet.as_manager()  # type: ignore[assignment]
+
+    class Meta:
+        verbose_name = _("run")
+        verbose_name_plural = _("runs")
+        indexes = [
+            # The drive's due read (D1) is one range over this index: status
+            # first, so its cost tracks live runs, not the retained history.
+            models.Index(fields=["status", "next_attempt_at", "id"], name="leasejobs_run_due"),
+        ]
+        constraints = [
+            # Coalescing (R1) is the database's decision, not a read-then-insert:
+            # NULLs do not collide, so finished runs release their key.
+            models.UniqueConstraint(fields=["live_key"], name="leasejobs_run_live_key"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job}[{self.instance}] {self.id} ({self.status})"
+
+    @property
+    def is_live(self) -> bool:
+        return self.status in (RunStatus.RUNNING, RunStatus.HELD)
+
+    def decoded_payload(self) -> Decoded:
+        return decode(self.payload)
+
+    def decoded_cursor(self) -> Decoded:
+        return decode(self.cursor)
+
+    def decoded_counters(self) -> Decoded:
+        return decode(self.counters, empty={})
+
+    def decoded_rerun_payload(self) -> Decoded:
+        return decode(self.rerun_payload)
+
+    @property
+    def decode_errors(self) -> dict[str, str]:
+        """Which JSON columns do not parse, and why (empty when all do)."""
+        fields = {
+            "payload": self.decoded_payload(),
+            "cursor": self.decoded_cursor(),
+            "counters": self.decoded_counters(),
+        }
+        return {name: value.error for name, value in fields.items() if value.error}
+
+
+class Step(models.Model):
+    """One named step of the pass in flight: the ledger that makes steps run once (R5)."""
+
+    run = models.ForeignKey(
+        Run, on_delete=models.CASCADE, related_name="steps", verbose_name=_("run")
+    )
+    name = models.CharField(_("name"), max_length=200)
+    result = models.TextField(
+        _("result (JSON)"), null=True, blank=True, help_text=_("Empty = not completed.")
+    )
+    attempts = models.PositiveIntegerField(_("attempts"), default=0)
+    last_error = models.TextField(_("last error"), blank=True, default="")
+    recorded_at = models.DateTimeField(_("recorded at"))
+
+    class Meta:
+        verbose_name = _("step")
+        verbose_name_plural = _("steps")
+        constraints = [
+            models.UniqueConstraint(fields=["run", "name"], name="leasejobs_step_run_name"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({'done' if self.completed else 'not done'})"
+
+    @property
+    def completed(self) -> bool:
+        return self.result is not None
+
+    def decoded_result(self) -> Decoded:
+        return decode(self.result)

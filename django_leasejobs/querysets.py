@@ -1,0 +1,61 @@
+"""The read side: querysets named for intent.
+
+Nobody else spells out a status or lease predicate; in particular the due read
+is written once, here, as ONE index range (SPEC §2): ``status = 'running' AND
+next_attempt_at <= now``. An ``IS NULL OR <=`` form would stop SQLite from
+using the index and sort every ready row on each poll.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from django.db import models
+from django.db.models.expressions import Combinable
+
+from .states import LIVE_STATUSES, RunStatus
+
+if TYPE_CHECKING:
+    from .models import Run, Step  # noqa: F401
+
+__all__ = ["RunQuerySet", "live_key"]
+
+
+def live_key(job: str, instance: str) -> str:
+    """Return the coalescing key of (*job*, *instance*) (SPEC R1).
+
+    Job names cannot contain ``|`` (see :mod:`~django_leasejobs.registry`), so
+    the first ``|`` splits the key unambiguously whatever the instance holds.
+    """
+    return f"{job}|{instance}"
+
+
+class RunQuerySet(models.QuerySet["Run"]):
+    def live(self) -> RunQuerySet:
+        """Runs that hold their coalescing key: running or held."""
+        return self.filter(status__in=LIVE_STATUSES)
+
+    def finished(self) -> RunQuerySet:
+        return self.exclude(status__in=LIVE_STATUSES)
+
+    def held(self) -> RunQuerySet:
+        return self.filter(status=RunStatus.HELD)
+
+    def for_key(self, job: str, instance: str) -> RunQuerySet:
+        return self.filter(live_key=live_key(job, instance))
+
+    def due(self, now: Combinable) -> RunQuerySet:
+        """Runs a drive may claim at *now*, in due order (D1): one index range."""
+        return self.filter(status=RunStatus.RUNNING, next_attempt_at__lte=now).order_by(
+            "next_attempt_at", "id"
+        )
+
+    def leased(self, now: Combinable) -> RunQuerySet:
+        """Running runs whose lease has not yet expired at *now*."""
+        return self.filter(
+            status=RunStatus.RUNNING, lease_owner__isnull=False, next_attempt_at__gt=now
+        )
+
+    def held_by(self, owner: str) -> RunQuerySet:
+        """The run *owner* holds, if it still does: the fence of every pass write (L6)."""
+        return self.filter(status=RunStatus.RUNNING, lease_owner=owner)

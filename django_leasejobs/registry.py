@@ -1,0 +1,280 @@
+"""The job registry and the ``@job`` decorator (SPEC §3).
+
+Jobs are registered when each installed app's ``jobs`` module is imported
+(autodiscovery, like ``admin.py``). Every option is validated here, at import,
+so a bad lease or cron expression stops ``manage.py check`` with the job named
+rather than surfacing in a worker at 3 a.m.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, overload
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from croniter import croniter
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+from .conf import conf
+from .exceptions import DuplicateJob, InvalidJob, JobNotRegistered
+from .retry import Retry
+
+if TYPE_CHECKING:
+    from .store import StartResult
+
+__all__ = ["Job", "MissedRule", "get_job", "job", "registry"]
+
+#: Job names: no whitespace, and no ``|``, which separates job from instance
+#: in the coalescing key (R1).
+NAME_RE = re.compile(r"^[A-Za-z0-9_.:/\-]{1,100}$")
+MIN_LEASE = timedelta(milliseconds=100)
+
+Handler = Callable[..., Any]
+
+
+class MissedRule(models.TextChoices):
+    """What a schedule does with due times that passed while nothing ran (S3)."""
+
+    SKIP = "skip", _("Skip: record them, run nothing")
+    CATCH_UP_ONCE = "catch_up_once", _("Catch up once: record them, run once")
+    REQUIRED = "required", _("Required: run every one, oldest first")
+
+
+@dataclass(frozen=True)
+class Job:
+    """A registered job: its handler and its options.
+
+    Calling a ``Job`` calls its handler, so jobs stay testable as plain
+    functions. ``Job.start(...)`` is :func:`django_leasejobs.start` for it.
+    """
+
+    name: str
+    handler: Handler = field(repr=False)
+    lease: timedelta | None = None
+    retry: Retry = field(default_factory=Retry)
+    timeout: timedelta | None = None
+    schedule: str | None = None
+    timezone: str | None = None
+    missed: str = MissedRule.CATCH_UP_ONCE
+    safe_to_repeat: bool = True
+    stall_after: timedelta | None = None
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.handler(*args, **kwargs)
+
+    @property
+    def effective_lease(self) -> timedelta:
+        """The job's lease, or ``LEASEJOBS["LEASE"]`` when it sets none."""
+        return self.lease if self.lease is not None else conf.LEASE
+
+    @property
+    def origin(self) -> str:
+        return f"{self.handler.__module__}.{self.handler.__qualname__}"
+
+    def start(
+        self, payload: Any = None, *, instance: str = "default", again: bool = False
+    ) -> StartResult:
+        """Start a run of this job, or join the live one (see :func:`~django_leasejobs.start`)."""
+        from .store import start  # Avoids importing models before the app registry is ready.
+
+        return start(self, payload, instance=instance, again=again)
+
+
+def _is_duration(value: object) -> bool:
+    return isinstance(value, timedelta)
+
+
+def _validate(spec: Job) -> None:
+    name = spec.name
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise InvalidJob(
+            str(name),
+            "a job name is 1-100 characters of letters, digits and _ . : / - (no spaces, no '|')",
+        )
+    if not callable(spec.handler):
+        raise InvalidJob(name, f"the handler must be callable, got {spec.handler!r}")
+    if spec.lease is not None and (not _is_duration(spec.lease) or spec.lease < MIN_LEASE):
+        raise InvalidJob(name, f"lease must be a timedelta of at least 100 ms, got {spec.lease!r}")
+    if not isinstance(spec.retry, Retry):
+        raise InvalidJob(name, f"retry must be a django_leasejobs.Retry, got {spec.retry!r}")
+    if problem := spec.retry.problem():
+        raise InvalidJob(name, problem)
+    if spec.timeout is not None and (
+        not _is_duration(spec.timeout) or spec.timeout <= timedelta(0)
+    ):
+        raise InvalidJob(name, f"timeout must be a positive timedelta, got {spec.timeout!r}")
+    if spec.stall_after is not None and (
+        not _is_duration(spec.stall_after) or spec.stall_after <= timedelta(0)
+    ):
+        raise InvalidJob(
+            name, f"stall_after must be a positive timedelta, got {spec.stall_after!r}"
+        )
+    if type(spec.safe_to_repeat) is not bool:
+        raise InvalidJob(name, f"safe_to_repeat must be True or False, got {spec.safe_to_repeat!r}")
+    if spec.missed not in MissedRule.values:
+        raise InvalidJob(
+            name, f"missed must be one of {', '.join(MissedRule.values)}, got {spec.missed!r}"
+        )
+    if spec.schedule is None:
+        if spec.timezone is not None:
+            raise InvalidJob(name, "timezone is only meaningful with a schedule")
+        return
+    if not isinstance(spec.schedule, str) or not croniter.is_valid(spec.schedule):
+        raise InvalidJob(
+            name, f"schedule {spec.schedule!r} is not a valid cron expression (croniter syntax)"
+        )
+    if spec.timezone is not None:
+        try:
+            ZoneInfo(spec.timezone)
+        except (ZoneInfoNotFoundError, ValueError, TypeError):
+            raise InvalidJob(name, f"unknown timezone {spec.timezone!r}") from None
+
+
+class JobRegistry:
+    """Jobs by name. One per process: :data:`registry`."""
+
+    def __init__(self) -> None:
+        self._jobs: dict[str, Job] = {}
+
+    def register(self, spec: Job) -> Job:
+        """Add *spec*; raise :class:`DuplicateJob` if another handler has its name.
+
+        Registering the same function again (a module imported twice) replaces
+        the entry rather than failing.
+        """
+        existing = self._jobs.get(spec.name)
+        if existing is not None and existing.origin != spec.origin:
+            raise DuplicateJob(
+                spec.name, f"registered twice, by {existing.origin} and by {spec.origin}"
+            )
+        self._jobs[spec.name] = spec
+        return spec
+
+    def unregister(self, name: str) -> None:
+        self._jobs.pop(name, None)
+
+    def get(self, name: str) -> Job:
+        """Return the job named *name*, or raise :class:`JobNotRegistered`."""
+        try:
+            return self._jobs[name]
+        except KeyError:
+            raise JobNotRegistered(name, list(self._jobs)) from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._jobs
+
+    def __iter__(self) -> Iterator[Job]:
+        return iter(list(self._jobs.values()))
+
+    def __len__(self) -> int:
+        return len(self._jobs)
+
+    def names(self) -> list[str]:
+        return sorted(self._jobs)
+
+
+registry = JobRegistry()
+
+
+def get_job(name: str | Job) -> Job:
+    """Return the registered job for *name* (a name or a :class:`Job`)."""
+    return registry.get(name.name if isinstance(name, Job) else name)
+
+
+@overload
+def job(name: Handler, /) -> Job: ...
+
+
+@overload
+def job(
+    name: str | None = None,
+    /,
+    *,
+    lease: timedelta | None = None,
+    retry: Retry | None = None,
+    timeout: timedelta | None = None,
+    schedule: str | None = None,
+    timezone: str | None = None,
+    missed: str | None = None,
+    safe_to_repeat: bool = True,
+    stall_after: timedelta | None = None,
+) -> Callable[[Handler], Job]: ...
+
+
+def job(
+    name: str | Handler | None = None,
+    /,
+    *,
+    lease: timedelta | None = None,
+    retry: Retry | None = None,
+    timeout: timedelta | None = None,
+    schedule: str | None = None,
+    timezone: str | None = None,
+    missed: str | None = None,
+    safe_to_repeat: bool = True,
+    stall_after: timedelta | None = None,
+) -> Job | Callable[[Handler], Job]:
+    """Register a function as a job.
+
+    Use it bare (``@job``: the job is named after the function) or with a name
+    and options (``@job("import_contacts", lease=timedelta(minutes=5))``).
+
+    Parameters
+    ----------
+    name:
+        The job's name, unique in the site; stored on every run.
+    lease:
+        How long a claim holds a run between step boundaries (L2, L7); at least
+        100 ms. Defaults to ``LEASEJOBS["LEASE"]``.
+    retry:
+        The :class:`Retry` policy for failed passes (R4). Defaults to ``Retry()``.
+    timeout:
+        The longest one pass may take (R10); ``None`` for no limit.
+    schedule, timezone, missed:
+        A cron expression (croniter syntax), its time zone (default
+        ``settings.TIME_ZONE``) and the missed-run rule (S3): ``"skip"``,
+        ``"catch_up_once"`` (the default) or ``"required"``.
+    safe_to_repeat:
+        ``False`` for a job whose interrupted pass must not be replayed without
+        an operator (L3).
+    stall_after:
+        How long a run may stay live before its schedule reads as stalled (S6).
+
+    Raises
+    ------
+    InvalidJob
+        When an option is invalid, naming the job.
+    DuplicateJob
+        When another function is already registered under the name.
+    """
+    if name is not None and not isinstance(name, str) and not callable(name):
+        raise InvalidJob(str(name), f"a job name must be a str, got {type(name).__name__}")
+    if missed is not None and schedule is None:
+        raise InvalidJob(str(name), "missed is only meaningful with a schedule")
+
+    def register(handler: Handler) -> Job:
+        spec = Job(
+            name=name if isinstance(name, str) else getattr(handler, "__name__", repr(handler)),
+            handler=handler,
+            lease=lease,
+            retry=retry if retry is not None else Retry(),
+            timeout=timeout,
+            schedule=schedule,
+            timezone=timezone,
+            missed=missed if missed is not None else MissedRule.CATCH_UP_ONCE,
+            safe_to_repeat=safe_to_repeat,
+            stall_after=stall_after,
+        )
+        return registry.register(spec)
+
+    if callable(name):
+        handler, name = name, None
+        return register(handler)
+    return register

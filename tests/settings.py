@@ -1,0 +1,81 @@
+"""The test project. The database comes from ``DATABASE_URL`` (django-environ),
+SQLite by default:
+
+    DATABASE_URL=postgres://root@127.0.0.1:5432/test pytest
+    DATABASE_URL=mysql://root@127.0.0.1:3306/test pytest
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+env = environ.Env()
+
+SECRET_KEY = "tests-only-not-secret"
+DEBUG = False
+USE_TZ = True
+TIME_ZONE = "UTC"
+ALLOWED_HOSTS = ["*"]
+ROOT_URLCONF = "tests.urls"
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_leasejobs",
+    "tests",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+
+STATIC_URL = "/static/"
+
+_sqlite_file = BASE_DIR / ".tmp" / f"test-{os.environ.get('TOX_ENV_NAME', 'local')}.sqlite3"
+_sqlite_file.parent.mkdir(exist_ok=True)
+
+DATABASES = {"default": env.db_url("DATABASE_URL", default="sqlite:///:memory:")}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # A file, not :memory:, so worker processes spawned by the concurrency
+    # tests open the same test database; WAL and IMMEDIATE transactions as
+    # the README recommends for any SQLite site running several drives.
+    DATABASES["default"]["TEST"] = {"NAME": str(_sqlite_file)}
+    DATABASES["default"]["OPTIONS"] = {
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 30,
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.mysql":
+    DATABASES["default"].setdefault("OPTIONS", {})["charset"] = "utf8mb4"
+
+# Child processes of the concurrency tests connect to the test database the
+# parent created; they learn its name from this variable (tests/procs.py).
+if os.environ.get("LEASEJOBS_TEST_DB_NAME"):
+    DATABASES["default"]["NAME"] = os.environ["LEASEJOBS_TEST_DB_NAME"]

@@ -1,0 +1,131 @@
+"""start(): R1 coalescing and R2 at the door."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from django_leasejobs import JobNotRegistered, NotQueueSafe, RunStatus, start
+from django_leasejobs.models import Run
+from django_leasejobs.registry import get_job
+from tests.factories import RunFactory
+from tests.utils import statements
+
+pytestmark = pytest.mark.django_db
+
+
+def test_r1_start_creates_a_running_run_due_now():
+    result = start("tests.walk", {"source": "crm"}, instance="acme")
+    run = result.run
+    assert result.joined is False
+    assert run.status == RunStatus.RUNNING
+    assert run.job == "tests.walk"
+    assert run.instance == "acme"
+    assert json.loads(run.payload) == {"source": "crm"}
+    assert run.cursor is None
+    assert run.counters == "{}"
+    assert run.attempts == 0
+    assert run.started_at is not None
+    assert run.next_attempt_at == run.started_at
+    assert run.live_key == "tests.walk|acme"
+    assert Run.objects.count() == 1
+
+
+def test_r1_second_start_joins_the_live_run_unchanged():
+    first = start("tests.walk", {"v": 1}).run
+    Run.objects.filter(pk=first.pk).update(cursor='{"page": 7}', counters='{"seen": 70}')
+    second = start("tests.walk", {"v": 2})
+    assert second.joined is True
+    assert second.run.pk == first.pk
+    assert second.run.payload == '{"v":1}'
+    assert second.run.cursor == '{"page": 7}'
+    assert second.run.counters == '{"seen": 70}'
+    assert second.run.started_at == first.started_at
+    assert second.run.rerun_requested is False
+    assert Run.objects.count() == 1
+
+
+def test_r1_instances_do_not_coalesce_with_each_other():
+    a = start("tests.walk", instance="a")
+    b = start("tests.walk", instance="b")
+    assert not a.joined
+    assert not b.joined
+    assert a.run.pk != b.run.pk
+
+
+def test_r1_a_held_run_is_live_and_is_joined():
+    held = RunFactory(job="tests.walk", instance="x", status=RunStatus.HELD)
+    result = start("tests.walk", instance="x")
+    assert result.joined
+    assert result.run.pk == held.pk
+
+
+@pytest.mark.parametrize("status", [RunStatus.DONE, RunStatus.FAILED, RunStatus.CANCELLED])
+def test_r1_a_finished_run_does_not_block_a_new_start(status):
+    old = RunFactory(job="tests.walk", instance="x", status=status)
+    assert old.live_key is None
+    result = start("tests.walk", instance="x")
+    assert result.joined is False
+    assert result.run.pk != old.pk
+    assert Run.objects.filter(job="tests.walk", instance="x").count() == 2
+
+
+def test_r1_again_sets_the_follow_up_flag_and_latest_payload_once():
+    live = start("tests.walk", {"v": 0}).run
+    for version in range(1, 6):
+        joined = start("tests.walk", {"v": version}, again=True)
+        assert joined.joined
+        assert joined.run.pk == live.pk
+    live.refresh_from_db()
+    assert live.rerun_requested is True
+    assert json.loads(live.rerun_payload) == {"v": 5}
+    assert json.loads(live.payload) == {"v": 0}  # the live run's own payload is untouched
+    assert Run.objects.count() == 1
+
+
+def test_r1_again_on_a_fresh_start_requests_nothing():
+    result = start("tests.walk", {"v": 0}, again=True)
+    assert not result.joined
+    assert result.run.rerun_requested is False
+
+
+def test_start_accepts_the_job_object():
+    result = start(get_job("tests.walk"))
+    assert result.run.job == "tests.walk"
+    assert get_job("tests.walk").start(instance="other").run.instance == "other"
+
+
+def test_r2_unsafe_payload_is_refused_and_nothing_written():
+    with pytest.raises(NotQueueSafe) as caught:
+        start("tests.walk", {"items": [1, 2, 3, {"when": {1, 2}}]})
+    assert caught.value.path == "payload.items.3.when"
+    assert Run.objects.count() == 0
+
+
+def test_unknown_job_lists_registered_jobs_and_writes_nothing():
+    with pytest.raises(JobNotRegistered) as caught:
+        start("tests.nope")
+    message = str(caught.value)
+    assert "'tests.nope'" in message
+    assert "tests.walk" in message
+    assert "tests.noop" in message
+    assert Run.objects.count() == 0
+
+
+@pytest.mark.parametrize("instance", ["", "x" * 201, None, 3])
+def test_bad_instance_is_refused(instance):
+    with pytest.raises(ValueError, match="instance"):
+        start("tests.walk", instance=instance)
+    assert Run.objects.count() == 0
+
+
+def test_start_costs_two_statements_and_a_kicked_join_three():
+    with CaptureQueriesContext(connection) as fresh:
+        start("tests.walk", instance="q")
+    assert len(statements(fresh)) == 2, fresh.captured_queries  # INSERT, SELECT
+    with CaptureQueriesContext(connection) as joined:
+        start("tests.walk", instance="q", again=True)
+    assert len(statements(joined)) == 3, joined.captured_queries  # INSERT, UPDATE, SELECT
