@@ -23,12 +23,15 @@ from .retry import Retry
 from .states import FailureCode, RunStatus
 
 if TYPE_CHECKING:
-    from .store import StartResult, start
+    from .driver import DriveReport, run_due_jobs
+    from .passes import Pass, PassResult, PassTimedOut, StepReused
+    from .store import StartResult, cancel, release, retry, start
 
 __version__ = "0.1.0.dev0"
 
 __all__ = [
     "Defer",
+    "DriveReport",
     "DuplicateJob",
     "FailureCode",
     "InvalidJob",
@@ -37,18 +40,35 @@ __all__ = [
     "LeaseJobsError",
     "MissedRule",
     "NotQueueSafe",
+    "Pass",
+    "PassResult",
+    "PassTimedOut",
     "Retry",
     "RunStatus",
     "StartResult",
+    "StepReused",
+    "cancel",
     "get_job",
     "job",
     "registry",
+    "release",
+    "retry",
+    "run_due_jobs",
     "start",
 ]
 
 #: Public names whose modules import models, by the module that defines them.
 _LAZY = {
+    "DriveReport": ".driver",
+    "run_due_jobs": ".driver",
+    "Pass": ".passes",
+    "PassResult": ".passes",
+    "PassTimedOut": ".passes",
+    "StepReused": ".passes",
     "StartResult": ".store",
+    "cancel": ".store",
+    "release": ".store",
+    "retry": ".store",
     "start": ".store",
 }
 

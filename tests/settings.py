@@ -58,14 +58,17 @@ TEMPLATES = [
 
 STATIC_URL = "/static/"
 
-_sqlite_file = BASE_DIR / ".tmp" / f"test-{os.environ.get('TOX_ENV_NAME', 'local')}.sqlite3"
-_sqlite_file.parent.mkdir(exist_ok=True)
+# One test database per tox env, so envs can run side by side on one server.
+_suffix = os.environ.get("TOX_ENV_NAME", "local").replace("-", "_").replace(".", "_")
+_sqlite_file = BASE_DIR / ".tmp" / f"test_{_suffix}.sqlite3"
 
 DATABASES = {"default": env.db_url("DATABASE_URL", default="sqlite:///:memory:")}
+DATABASES["default"]["TEST"] = {"NAME": f"test_leasejobs_{_suffix}"}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # A file, not :memory:, so worker processes spawned by the concurrency
     # tests open the same test database; WAL and IMMEDIATE transactions as
     # the README recommends for any SQLite site running several drives.
+    _sqlite_file.parent.mkdir(exist_ok=True)
     DATABASES["default"]["TEST"] = {"NAME": str(_sqlite_file)}
     DATABASES["default"]["OPTIONS"] = {
         "transaction_mode": "IMMEDIATE",

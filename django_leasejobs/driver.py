@@ -1,0 +1,178 @@
+"""The drive: pick due runs, claim each, run its passes, report (SPEC D1-D6).
+
+No SQL here: the due read is a queryset method and every write is the store's.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any, NamedTuple
+
+from django.db import DatabaseError, InterfaceError, OperationalError, router
+
+from .clock import get_clock
+from .conf import conf
+from .errors import describe
+from .execute import drive_run
+from .models import Run
+from .registry import Job, registry
+
+__all__ = ["DriveReport", "Note", "run_due_jobs"]
+
+logger = logging.getLogger("django_leasejobs")
+
+
+class Note(NamedTuple):
+    """An error or warning about one run, for the report."""
+
+    run_id: str
+    text: str
+
+
+@dataclass
+class DriveReport:
+    """What one drive did. Failed runs are data here, never exceptions."""
+
+    attempted: int = 0
+    advanced: int = 0
+    completed: int = 0
+    retrying: int = 0
+    failed: int = 0
+    superseded: int = 0
+    deferred: int = 0
+    held: int = 0
+    errors: list[Note] = field(default_factory=list)
+    warnings: list[Note] = field(default_factory=list)
+    #: Set when the drive stopped early because the database went away.
+    aborted: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["errors"] = [note._asdict() for note in self.errors]
+        data["warnings"] = [note._asdict() for note in self.warnings]
+        return data
+
+    def summary(self) -> str:
+        counts = " ".join(
+            f"{name}={getattr(self, name)}"
+            for name in (
+                "attempted",
+                "advanced",
+                "completed",
+                "retrying",
+                "failed",
+                "superseded",
+                "deferred",
+                "held",
+            )
+        )
+        return f"{counts} errors={len(self.errors)} warnings={len(self.warnings)}"
+
+
+class DueKey(NamedTuple):
+    id: str
+    job: str
+    took_over: bool
+
+
+def _snapshot(jobs: Iterable[Job], scan_max: int) -> list[DueKey]:
+    """D1: one index-range read of up to *scan_max* due runs of *jobs*, in due order.
+
+    The job filter is in the query, so runs of jobs this process does not
+    register (another deployment's work, D2) neither fill the snapshot nor
+    starve the runs behind them.
+    """
+    names = [spec.name for spec in jobs]
+    if not names:
+        return []
+    rows = (
+        Run.objects.using(router.db_for_read(Run))
+        .due(get_clock().now_expr())
+        .filter(job__in=names)
+        .values_list("id", "job", "lease_began_at")[:scan_max]
+    )
+    return [DueKey(run_id, job, began is not None) for run_id, job, began in rows]
+
+
+def run_due_jobs(
+    *,
+    limit: int | None = None,
+    max_passes: int | None = None,
+    jobs: Iterable[str] | None = None,
+    stop: Callable[[], bool] | None = None,
+) -> DriveReport:
+    """Drive the due runs once (what ``manage.py rundueJobs`` calls).
+
+    Parameters
+    ----------
+    limit:
+        Runs to take on (D2: counted in runs this drive claimed, not rows read).
+        Defaults to ``LEASEJOBS["DRIVE_LIMIT"]`` (50).
+    max_passes:
+        Passes per run (D3); defaults to ``LEASEJOBS["MAX_PASSES"]`` (1).
+    jobs:
+        Only these job names; default every job registered in this process.
+        Runs of jobs not registered here are never touched.
+    stop:
+        Asked between passes; when it answers ``True`` the drive ends after the
+        pass in flight (graceful shutdown).
+
+    Returns
+    -------
+    DriveReport
+        Counts of pass outcomes plus errors and warnings per run.
+
+    Raises
+    ------
+    django.db.DatabaseError
+        Only when the due read itself fails (the drive could not run at all).
+    """
+    limit = conf.DRIVE_LIMIT if limit is None else limit
+    max_passes = conf.MAX_PASSES if max_passes is None else max_passes
+    if limit < 1 or max_passes < 1:
+        raise ValueError("limit and max_passes must be at least 1")
+    stop = stop or (lambda: False)
+    if jobs is None:
+        specs = list(registry)
+    else:
+        wanted = set(jobs)
+        specs = [spec for spec in registry if spec.name in wanted]
+        unknown = wanted - {spec.name for spec in specs}
+        if unknown:
+            registry.get(sorted(unknown)[0])  # raises JobNotRegistered, listing the jobs
+    by_name = {spec.name: spec for spec in specs}
+
+    report = DriveReport()
+    for key in _snapshot(specs, conf.SCAN_MAX):
+        if report.attempted >= limit or stop():
+            break
+        try:
+            outcomes = drive_run(
+                key.id,
+                by_name[key.job],
+                took_over=key.took_over,
+                max_passes=max_passes,
+                stop=stop,
+            )
+        except (OperationalError, InterfaceError) as exc:
+            # The connection is gone: the pass in flight is abandoned (its
+            # lease will expire) and the rest of the drive waits for the next.
+            report.errors.append(Note(key.id, describe(exc)))
+            report.aborted = describe(exc)
+            logger.error("Drive aborted: database error on run id=%s (%s)", key.id, type(exc))
+            break
+        except DatabaseError as exc:
+            report.errors.append(Note(key.id, describe(exc)))  # D4: this run only
+            continue
+        if outcomes:
+            report.attempted += 1
+        for outcome in outcomes:
+            setattr(report, outcome.status, getattr(report, outcome.status) + 1)
+            if outcome.error and outcome.status in ("retrying", "failed", "held"):
+                report.errors.append(Note(key.id, outcome.error))
+            if outcome.warning:
+                report.warnings.append(Note(key.id, outcome.warning))
+    logger.debug("Drive finished %s", report.summary())
+    return report

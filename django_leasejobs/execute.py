@@ -1,0 +1,250 @@
+"""One run, walked along the data path: claim -> begin -> pass -> commit or settle.
+
+The drive (:mod:`.driver`) calls :func:`drive_run` for each run it picked;
+everything here goes through :mod:`.store`, which owns every write.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from django.db import transaction
+from django.dispatch import Signal
+
+from . import signals, store
+from .codec import encode
+from .errors import describe
+from .exceptions import Defer, NotQueueSafe
+from .holder import current_holder
+from .ids import new_owner
+from .passes import DecodeFailed, LeaseLost, Pass, PassResult, PassTimedOut
+from .states import FailureCode
+
+if TYPE_CHECKING:
+    from .models import Run
+    from .registry import Job
+
+__all__ = ["ENTRY_MARGIN", "Outcome", "drive_run"]
+
+logger = logging.getLogger("django_leasejobs")
+
+#: L4: the share of its lease a claim must still have to begin its pass. It is
+#: also the bound on the at-least-once window: a double run needs the reply to
+#: BEGIN to take longer than this share of the lease.
+ENTRY_MARGIN = 0.25
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one pass (or one attempt to begin one) came to."""
+
+    status: str  # advanced | completed | retrying | failed | superseded | deferred | held
+    error: str = ""
+    warning: str = ""
+
+
+SUPERSEDED = Outcome("superseded")
+
+
+def drive_run(
+    run_id: str, spec: Job, *, took_over: bool, max_passes: int, stop: Callable[[], bool]
+) -> list[Outcome]:
+    """Run up to *max_passes* passes of one run; return each pass's outcome (D3).
+
+    An empty list means the claim was lost: another drive has the run. Each
+    pass claims afresh under a new owner token and reads back what the last
+    one committed.
+    """
+    outcomes: list[Outcome] = []
+    for number in range(max_passes):
+        if number and stop():
+            break
+        outcome = _one_pass(run_id, spec, took_over=took_over and number == 0)
+        if outcome is None:
+            break
+        outcomes.append(outcome)
+        if outcome.status != "advanced":
+            break
+    return outcomes
+
+
+def _one_pass(run_id: str, spec: Job, *, took_over: bool) -> Outcome | None:
+    lease = spec.effective_lease
+    owner = new_owner()
+    sent = time.monotonic()  # before the claim is sent: the round trip counts against us
+    if not store.claim(run_id, owner, lease, current_holder(), takeover=took_over):
+        return None
+    run = store.read_claimed(run_id, owner)
+    if run is None:
+        return None
+    if took_over:
+        # The claim charged the interrupted pass one attempt (L3).
+        if not spec.safe_to_repeat:
+            return _hold(run, owner)
+        if spec.retry.exhausted(run.attempts):
+            return _settle(run, owner, FailureCode.LEASE_EXPIRED, store.TAKEOVER_NOTE, None)
+    margin = lease * ENTRY_MARGIN
+    if lease - timedelta(seconds=time.monotonic() - sent) <= margin or not store.begin(
+        run_id, owner, margin
+    ):
+        return _admission_miss(run, spec, owner, sent, margin)
+    # BEGIN wrote: the pass is committed to running (L4), whatever happens next.
+    return _run_pass(run, spec, owner, sent)
+
+
+def _run_pass(run: Run, spec: Job, owner: str, sent: float) -> Outcome:
+    p = Pass(run, spec, owner, sent)
+    try:
+        p.load()
+        result = spec.handler(p)
+    except LeaseLost:
+        return SUPERSEDED
+    except Defer as deferral:
+        if p.lost:
+            return SUPERSEDED
+        return Outcome("deferred") if store.defer(run, owner, deferral.delay) else SUPERSEDED
+    except Exception as exc:
+        return _failed(run, spec, p, owner, exc)
+
+    # The pass's own record decides, not whether an exception reached us.
+    if p.lost:
+        return SUPERSEDED
+    if p.timed_out or p.step_failure is not None or p.past_timeout():
+        return _failed(run, spec, p, owner, None)
+    if result is not None and not isinstance(result, PassResult):
+        error = TypeError(
+            f"the handler returned {type(result).__name__}; return p.advance(cursor), "
+            "p.done() or None"
+        )
+        return _failed(run, spec, p, owner, error)
+    try:
+        cursor = run.cursor
+        if result is not None and result.has_cursor:
+            cursor = encode(result.cursor, "cursor")
+        counters = encode(p.counters, "counters")
+    except NotQueueSafe as exc:
+        return _failed(run, spec, p, owner, exc)
+
+    done = result is not None and result.done
+    committed = store.commit(
+        run,
+        owner,
+        cursor=cursor,
+        counters=counters,
+        done=done,
+        progress_total=p.progress_total,
+        drop_steps=p.recorded_steps or bool(getattr(run, "has_steps", True)),
+    )
+    if not committed:
+        return SUPERSEDED
+    if not done:
+        return Outcome("advanced")
+    logger.info("Run completed id=%s job=%s", run.pk, run.job)
+    _send(signals.run_completed, run)
+    return Outcome("completed")
+
+
+def _failed(run: Run, spec: Job, p: Pass, owner: str, exc: BaseException | None) -> Outcome:
+    """Settle a pass that failed (R4): classify it, charge it, back off or give up."""
+    if p.lost:
+        return SUPERSEDED
+    failure = p.step_failure
+    if p.timed_out or p.past_timeout() or isinstance(exc, PassTimedOut):
+        code, error = FailureCode.TIMEOUT, f"PassTimedOut: the pass ran past {spec.timeout}"
+        failure = None  # A timeout is judged by the job's policy, whatever step was running.
+    elif failure is not None:
+        code, error = FailureCode.HANDLER_FAILED, failure.error
+    elif isinstance(exc, DecodeFailed):
+        code, error = FailureCode.DECODE_FAILED, describe(exc)
+    else:
+        code, error = FailureCode.HANDLER_FAILED, describe(exc or RuntimeError("pass failed"))
+    attempts = run.attempts + 1
+    # The run's attempts count consecutive failed passes; a step's own count
+    # and policy decide exhaustion and backoff when a step failed (R7).
+    policy, against = (failure.policy, failure.attempts) if failure else (spec.retry, attempts)
+    exhausted = policy.exhausted(against)
+    if exhausted and failure is not None:
+        code = FailureCode.STEP_EXHAUSTED
+    retry_in = None if exhausted else policy.delay(against)
+    return _settle(run, owner, code, error, retry_in, attempts=attempts)
+
+
+def _settle(
+    run: Run,
+    owner: str,
+    code: str,
+    error: str,
+    retry_in: timedelta | None,
+    *,
+    attempts: int | None = None,
+) -> Outcome:
+    charged = run.attempts if attempts is None else attempts
+    if not store.settle(
+        run, owner, attempts=charged, failure_code=code, error=error, retry_in=retry_in
+    ):
+        return SUPERSEDED
+    if retry_in is not None:
+        logger.warning(
+            "Run retrying id=%s job=%s attempt=%s code=%s in=%s",
+            run.pk,
+            run.job,
+            charged,
+            code,
+            retry_in,
+        )
+        return Outcome("retrying", error=error)
+    logger.error("Run failed id=%s job=%s attempts=%s code=%s", run.pk, run.job, charged, code)
+    _send(signals.run_failed, run, failure_code=code, error=error)
+    return Outcome("failed", error=error)
+
+
+def _hold(run: Run, owner: str) -> Outcome:
+    if not store.hold(run, owner):
+        return SUPERSEDED
+    logger.error("Run held id=%s job=%s code=interrupted", run.pk, run.job)
+    _send(signals.run_held, run)
+    return Outcome("held", error=store.TAKEOVER_NOTE)
+
+
+def _admission_miss(run: Run, spec: Job, owner: str, sent: float, margin: timedelta) -> Outcome:
+    """L5: the claim could not begin in time; nothing ran, nothing is charged."""
+    waited = timedelta(seconds=time.monotonic() - sent)
+
+    def note(misses: int) -> str:
+        return (
+            f"job {spec.name!r}: claim not begun in time (lease {spec.effective_lease}, "
+            f"margin {margin}, claim to begin took {waited}); admission miss {misses} "
+            f"of {store.ADMISSION_MISS_MAX}"
+        )
+
+    missed = store.miss(run.pk, owner, note((run.admission_misses or 0) + 1))
+    if missed is None:
+        return SUPERSEDED
+    warning = note(missed.misses)
+    logger.warning("Admission miss id=%s %s", run.pk, warning)
+    if missed.failed:
+        _send(
+            signals.run_failed,
+            run,
+            failure_code=FailureCode.LEASE_TOO_SHORT,
+            error=warning,
+        )
+        return Outcome("failed", error=warning, warning=warning)
+    return Outcome("superseded", warning=warning)
+
+
+def _send(signal: Signal, run: Run, **extra: object) -> None:
+    """Send *signal* with the run as stored, once the transaction (if any) commits."""
+    if not signal.has_listeners():
+        return  # No receivers: skip the re-read.
+
+    def fire() -> None:
+        run.refresh_from_db()
+        signal.send(sender=type(run), run=run, **extra)
+
+    transaction.on_commit(fire)

@@ -1,0 +1,30 @@
+"""Signals a site can connect to (Sentry, email, metrics).
+
+Each is sent after the transaction that caused it commits, with
+``sender`` = the :class:`~django_leasejobs.models.Run` (or ``Schedule``) class.
+"""
+
+from __future__ import annotations
+
+from django.dispatch import Signal
+
+__all__ = ["job_overdue", "run_completed", "run_failed", "run_held", "schedule_missed"]
+
+#: A run finished: status ``done``. Keyword arguments: ``run``.
+run_completed = Signal()
+
+#: A run failed for good (status ``failed``). Keyword arguments: ``run``,
+#: ``failure_code``, ``error`` (the stored ``last_error`` text).
+run_failed = Signal()
+
+#: A run of a job that is not safe to repeat was interrupted and waits for an
+#: operator (status ``held``, SPEC L3). Keyword arguments: ``run``.
+run_held = Signal()
+
+#: A schedule recorded missed due times (SPEC S3). Keyword arguments:
+#: ``schedule``, ``due_times`` (a list), ``cause``, ``action``.
+schedule_missed = Signal()
+
+#: A scheduled job is overdue, sent once per episode (SPEC S6). Keyword
+#: arguments: ``schedule``, ``state``.
+job_overdue = Signal()

@@ -1,0 +1,102 @@
+"""The long-lived loop behind ``rundueJobs --loop`` (SPEC D5, §13).
+
+One drive after another, ``interval`` seconds apart. The connection is kept
+for the passes of a drive and closed/reopened only between drives, as
+``CONN_MAX_AGE`` says (``close_old_connections``). SIGTERM or SIGINT lets the
+pass in flight finish and then stops; nothing the worker does not hold is
+released.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Callable, Iterable
+from types import FrameType
+from typing import Any
+
+from django.db import DatabaseError, close_old_connections, reset_queries
+
+from .driver import DriveReport, run_due_jobs
+from .errors import describe
+
+__all__ = ["Worker"]
+
+logger = logging.getLogger("django_leasejobs")
+
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class Worker:
+    """Drive due runs until asked to stop."""
+
+    def __init__(
+        self,
+        *,
+        interval: float,
+        limit: int | None = None,
+        max_passes: int | None = None,
+        jobs: Iterable[str] | None = None,
+        on_report: Callable[[DriveReport], None] = lambda report: None,
+    ) -> None:
+        self.interval = interval
+        self.limit = limit
+        self.max_passes = max_passes
+        self.jobs = list(jobs) if jobs is not None else None
+        self.on_report = on_report
+        self._stopping = threading.Event()
+        self._outage: str | None = None
+
+    def stop(self, signum: int | None = None, frame: FrameType | None = None) -> None:
+        """Ask the loop to stop after the pass in flight."""
+        if signum is not None:
+            logger.info("Worker stopping after the pass in flight (signal %s)", signum)
+        self._stopping.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
+    def run(self) -> None:
+        previous = self._install_handlers()
+        try:
+            while not self.stopping:
+                self.drive_once()
+                if self.stopping:
+                    break
+                self._stopping.wait(self.interval)
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+            close_old_connections()
+
+    def drive_once(self) -> DriveReport | None:
+        # Between drives: drop connections past CONN_MAX_AGE or broken ones,
+        # and the DEBUG query log, so a week-long loop cannot grow.
+        close_old_connections()
+        reset_queries()
+        try:
+            report = run_due_jobs(
+                limit=self.limit,
+                max_passes=self.max_passes,
+                jobs=self.jobs,
+                stop=lambda: self.stopping,
+            )
+        except DatabaseError as exc:
+            reason = describe(exc)
+            if self._outage is None:  # Log an outage once, not once per interval.
+                logger.error("Drive could not run: %s; retrying every %ss", reason, self.interval)
+            self._outage = reason
+            close_old_connections()
+            return None
+        if self._outage is not None:
+            logger.warning("Database reachable again; drives resumed")
+            self._outage = None
+        self.on_report(report)
+        return report
+
+    def _install_handlers(self) -> dict[int, Any]:
+        if threading.current_thread() is not threading.main_thread():
+            return {}  # signal.signal() only works in the main thread
+        return {signum: signal.signal(signum, self.stop) for signum in _STOP_SIGNALS}
