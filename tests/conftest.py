@@ -16,3 +16,30 @@ def frozen_clock():
         assert isinstance(clock, FrozenClock)
         clock.set(datetime(2026, 3, 1, 12, 0, tzinfo=UTC))
         yield clock
+
+
+@pytest.fixture
+def define():
+    """Register jobs for one test: ``define("name", handler, **options)``; unregistered after."""
+    from django_leasejobs import job, registry
+
+    names: list[str] = []
+
+    def register(name, handler, **options):
+        names.append(name)
+        return job(name, **options)(handler)
+
+    yield register
+    for name in names:
+        registry.unregister(name)
+
+
+@pytest.fixture
+def drive():
+    """Run one drive of the given jobs only (so module-level test jobs stay out of it)."""
+    from django_leasejobs import run_due_jobs
+
+    def run(*jobs, **options):
+        return run_due_jobs(jobs=[getattr(j, "name", j) for j in jobs] or None, **options)
+
+    return run

@@ -25,3 +25,45 @@ def nightly(p):
 @job("tests.fragile", safe_to_repeat=False)
 def fragile(p):
     return p.done()
+
+
+@job("tests.counted_walk", lease=timedelta(seconds=20))
+def counted_walk(p):
+    """Walk ``payload["passes"]`` passes of ``payload["steps"]`` steps, logging each
+    invocation's interval (overlap test) and counting every step body execution."""
+    import os
+    import time
+
+    from tests.models import Effect, PassLog
+
+    def effect(name):
+        Effect.objects.create(run_id=p.run.id, name=name, pid=os.getpid())
+
+    began = time.monotonic_ns()
+    position = p.cursor or 0
+    for index in range(p.payload.get("steps", 1)):
+        name = f"step:{position}:{index}"
+        p.step(name, lambda name=name: effect(name))
+        p.count("steps")
+    p.count("passes")
+    PassLog.objects.create(
+        run_id=p.run.id, pid=os.getpid(), started_ns=began, ended_ns=time.monotonic_ns()
+    )
+    return p.done() if position + 1 >= p.payload["passes"] else p.advance(position + 1)
+
+
+@job("tests.killed_between_steps", lease=timedelta(seconds=1), retry=Retry(max_attempts=5))
+def killed_between_steps(p):
+    """Step one records an effect; on the first attempt step two hangs until the
+    test SIGKILLs the worker. The takeover's replay must not run step one again."""
+    import os
+    import time
+
+    from tests.models import Effect
+
+    def effect(name):
+        Effect.objects.create(run_id=p.run.id, name=name, pid=os.getpid())
+
+    p.step("one", lambda: effect("one"))
+    p.step("two", lambda: time.sleep(600) if p.attempt == 1 else effect("two"))
+    return p.done()

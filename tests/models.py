@@ -1,0 +1,28 @@
+"""Side tables the tests' jobs write to, to observe what really ran."""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class Effect(models.Model):
+    """One real execution of a step body (a side effect the test can count)."""
+
+    run_id = models.CharField(max_length=26)
+    name = models.CharField(max_length=200)
+    pid = models.IntegerField()
+
+    def __str__(self) -> str:
+        return f"{self.run_id}:{self.name}"
+
+
+class PassLog(models.Model):
+    """One handler invocation: who ran it and when, on the machine's monotonic clock."""
+
+    run_id = models.CharField(max_length=26)
+    pid = models.IntegerField()
+    started_ns = models.BigIntegerField()
+    ended_ns = models.BigIntegerField()
+
+    def __str__(self) -> str:
+        return f"{self.run_id} by {self.pid}"
