@@ -18,8 +18,8 @@ from .exceptions import (
     LeaseJobsError,
     NotQueueSafe,
 )
+from .policy import Retry
 from .registry import Job, MissedRule, get_job, job, registry
-from .retry import Retry
 from .states import FailureCode, RunStatus
 
 if TYPE_CHECKING:

@@ -24,7 +24,7 @@ from . import store
 from .codec import Decoded, encode_result
 from .errors import describe
 from .exceptions import Defer, LeaseJobsError
-from .retry import Retry
+from .policy import Retry
 
 if TYPE_CHECKING:
     from .models import Run, Step

@@ -21,7 +21,7 @@ from django.utils.translation import gettext_lazy as _
 
 from .conf import conf
 from .exceptions import DuplicateJob, InvalidJob, JobNotRegistered
-from .retry import Retry
+from .policy import Retry
 
 if TYPE_CHECKING:
     from .store import StartResult

@@ -239,12 +239,14 @@ def read_claimed(run_id: str, owner: str) -> Run | None:
     Django's ``update()`` cannot return the row, so this is the one read a
     pass costs (SPEC §13). ``None`` when the claim was lost in between.
     """
-    return (
-        _runs()
-        .filter(pk=run_id, lease_owner=owner, status=RunStatus.RUNNING)
-        .annotate(has_steps=Exists(Step.objects.filter(run_id=OuterRef("pk"))))
-        .first()
-    )
+    try:
+        return (
+            _runs()
+            .annotate(has_steps=Exists(Step.objects.filter(run_id=OuterRef("pk"))))
+            .get(pk=run_id, lease_owner=owner, status=RunStatus.RUNNING)
+        )
+    except Run.DoesNotExist:
+        return None
 
 
 def begin(run_id: str, owner: str, margin: timedelta) -> bool:

@@ -27,29 +27,36 @@ def fragile(p):
     return p.done()
 
 
-@job("tests.counted_walk", lease=timedelta(seconds=20))
+@job("tests.counted_walk", lease=timedelta(seconds=60))
 def counted_walk(p):
     """Walk ``payload["passes"]`` passes of ``payload["steps"]`` steps, logging each
-    invocation's interval (overlap test) and counting every step body execution."""
+    invocation's interval (overlap test) and counting every step body execution.
+
+    The interval is logged whatever happens to the pass (``finally``), so a pass
+    that ran and was then superseded still shows up if it overlapped another.
+    """
     import os
     import time
 
     from tests.models import Effect, PassLog
 
     def effect(name):
+        time.sleep(p.payload.get("sleep", 0))  # a step that takes a moment, like real work
         Effect.objects.create(run_id=p.run.id, name=name, pid=os.getpid())
 
-    began = time.monotonic_ns()
-    position = p.cursor or 0
-    for index in range(p.payload.get("steps", 1)):
-        name = f"step:{position}:{index}"
-        p.step(name, lambda name=name: effect(name))
-        p.count("steps")
-    p.count("passes")
-    PassLog.objects.create(
-        run_id=p.run.id, pid=os.getpid(), started_ns=began, ended_ns=time.monotonic_ns()
+    log = PassLog.objects.create(
+        run_id=p.run.id, pid=os.getpid(), started_ns=time.monotonic_ns(), ended_ns=0
     )
-    return p.done() if position + 1 >= p.payload["passes"] else p.advance(position + 1)
+    try:
+        position = p.cursor or 0
+        for index in range(p.payload.get("steps", 1)):
+            name = f"step:{position}:{index}"
+            p.step(name, lambda name=name: effect(name))
+            p.count("steps")
+        p.count("passes")
+        return p.done() if position + 1 >= p.payload["passes"] else p.advance(position + 1)
+    finally:
+        PassLog.objects.filter(pk=log.pk).update(ended_ns=time.monotonic_ns())
 
 
 @job("tests.killed_between_steps", lease=timedelta(seconds=1), retry=Retry(max_attempts=5))
@@ -65,5 +72,18 @@ def killed_between_steps(p):
         Effect.objects.create(run_id=p.run.id, name=name, pid=os.getpid())
 
     p.step("one", lambda: effect("one"))
-    p.step("two", lambda: time.sleep(600) if p.attempt == 1 else effect("two"))
+    p.step("two", lambda: time.sleep(600) if p.attempt == 1 else effect(f"two@{p.attempt}"))
+    return p.done()
+
+
+@job("tests.sleepy", lease=timedelta(seconds=30))
+def sleepy(p):
+    """Record that the pass started, then take ``payload["seconds"]`` to finish it."""
+    import os
+    import time
+
+    from tests.models import Effect
+
+    Effect.objects.create(run_id=p.run.id, name="started", pid=os.getpid())
+    time.sleep(p.payload["seconds"])
     return p.done()

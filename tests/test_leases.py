@@ -27,7 +27,7 @@ def row(run_id):
     return Run.objects.get(pk=run_id)
 
 
-# -- L1 -----------------------------------------------------------------------------
+# -- L1 ---
 
 
 def test_l1_lease_times_come_from_the_clock_seam(frozen_clock):
@@ -61,7 +61,7 @@ def test_l1_a_skewed_worker_clock_does_not_move_the_lease(define, drive, monkeyp
     assert seen["expiry"] < skewed
 
 
-# -- L2 claim ---------------------------------------------------------------------------
+# -- L2 claim ---
 
 
 def test_l2_one_claim_wins_and_the_lease_takes_the_run_out_of_the_due_read(frozen_clock):
@@ -119,7 +119,7 @@ def test_l2_claim_records_the_holder(define, drive):
     assert host
 
 
-# -- L3 takeover --------------------------------------------------------------------------
+# -- L3 takeover ---
 
 
 def _abandon(run, clock, *, began):
@@ -227,7 +227,7 @@ def test_release_without_resume_fails_the_held_run(frozen_clock):
     assert not release(run.pk, resume=True)  # already decided
 
 
-# -- L4 begin --------------------------------------------------------------------------------
+# -- L4 begin ---
 
 
 def test_l4_begin_needs_more_than_the_margin_by_the_database_clock(frozen_clock):
@@ -244,9 +244,7 @@ def test_l4_begin_is_refused_to_another_owner(frozen_clock):
     assert not store.begin(run.pk, "B", LEASE * ENTRY_MARGIN)
 
 
-def test_l4_a_slow_claim_reply_by_the_workers_own_count_does_not_begin(
-    define, drive, monkeypatch
-):
+def test_l4_a_slow_claim_reply_by_the_workers_own_count_does_not_begin(define, drive, monkeypatch):
     calls = []
     spec = define("t.l4.slow", lambda p: calls.append(1) or p.done(), lease=LEASE)
     run = start(spec).run
@@ -259,10 +257,12 @@ def test_l4_a_slow_claim_reply_by_the_workers_own_count_does_not_begin(
     assert reload(run).admission_misses == 1
 
 
-# -- L5 admission misses ------------------------------------------------------------------------
+# -- L5 admission misses ---
 
 
-def test_l5_misses_charge_nothing_back_off_and_fail_at_ten(define, drive, frozen_clock, monkeypatch):
+def test_l5_misses_charge_nothing_back_off_and_fail_at_ten(
+    define, drive, frozen_clock, monkeypatch
+):
     spec = define("t.l5", lambda p: p.done(), lease=LEASE)
     run = start(spec).run
     monkeypatch.setattr("django_leasejobs.store.begin", lambda *args: False)
@@ -298,7 +298,7 @@ def test_l5_begin_clears_the_miss_count(define, drive, frozen_clock):
     assert reload(run).admission_misses is None
 
 
-# -- L6 fencing -----------------------------------------------------------------------------------
+# -- L6 fencing ---
 
 
 class WorkerClock:
@@ -410,7 +410,7 @@ def test_l6_cancel_stops_a_pass_in_flight(define, drive):
     assert not Step.objects.filter(run=run).exists()
 
 
-# -- L7 renewal -------------------------------------------------------------------------------------
+# -- L7 renewal ---
 
 
 def test_l7_each_step_boundary_renews_the_lease(define, drive, frozen_clock):
@@ -466,7 +466,7 @@ def test_l7_check_renews_a_lease_running_low(define, drive, monkeypatch, frozen_
     assert expiry == [LEASE]
 
 
-# -- L8 outcomes clear the lease -----------------------------------------------------------------------
+# -- L8 outcomes clear the lease ---
 
 
 @pytest.mark.parametrize(

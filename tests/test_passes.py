@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 from datetime import timedelta
@@ -25,7 +26,7 @@ def make_due(run, clock):
     clock.set(reload(run).next_attempt_at)
 
 
-# -- R3 commit -------------------------------------------------------------------
+# -- R3 commit ---
 
 
 def test_r3_commit_writes_cursor_counters_and_resets_failure(define, drive, frozen_clock):
@@ -136,7 +137,7 @@ def test_r3_progress_total_is_committed(define, drive):
     assert reload(run).progress_total == 250
 
 
-# -- R4 failure -------------------------------------------------------------------
+# -- R4 failure ---
 
 
 def test_r4_failed_pass_writes_nothing_the_handler_produced(define, drive, frozen_clock):
@@ -212,7 +213,7 @@ def test_r4_error_text_is_truncated(define, drive, settings):
     assert len(reload(run).last_error) == 40
 
 
-# -- R5 steps -----------------------------------------------------------------------
+# -- R5 steps ---
 
 
 def test_r5_completed_step_is_not_rerun_after_a_later_step_fails(define, drive, frozen_clock):
@@ -287,10 +288,8 @@ def test_r5_raising_step_records_the_attempt_and_fails_the_pass(define, drive):
 
 def test_r5_caught_step_failure_still_fails_the_pass(define, drive):
     def handler(p):
-        try:
+        with contextlib.suppress(Exception):
             p.step("boom", lambda: 1 / 0)
-        except Exception:
-            pass
         return p.done()
 
     spec = define("t.r5.caught", handler, retry=NO_JITTER)
@@ -330,7 +329,7 @@ def test_r5_spent_step_fails_without_calling_fn(define, drive):
     assert reload(run).failure_code == "step_exhausted"
 
 
-# -- R6, R7 ---------------------------------------------------------------------------
+# -- R6, R7 ---
 
 
 def test_r6_step_reused_in_one_pass_is_refused(define, drive):
@@ -349,7 +348,9 @@ def test_r6_step_reused_in_one_pass_is_refused(define, drive):
 
 
 def test_r7_step_policy_judges_exhaustion_by_the_steps_own_count(define, drive, frozen_clock):
-    step_policy = Retry(max_attempts=2, base=timedelta(seconds=3), cap=timedelta(seconds=3), jitter=0)
+    step_policy = Retry(
+        max_attempts=2, base=timedelta(seconds=3), cap=timedelta(seconds=3), jitter=0
+    )
 
     def handler(p):
         p.step("flaky", lambda: 1 / 0, retry=step_policy)
@@ -367,7 +368,7 @@ def test_r7_step_policy_judges_exhaustion_by_the_steps_own_count(define, drive, 
     assert failed.attempts == 2  # the run still counts consecutive failed passes
 
 
-# -- R8 defer -------------------------------------------------------------------------
+# -- R8 defer ---
 
 
 def test_r8_defer_charges_nothing_and_sets_the_next_attempt(define, drive, frozen_clock):
@@ -388,7 +389,7 @@ def test_r8_defer_charges_nothing_and_sets_the_next_attempt(define, drive, froze
     assert after.lease_owner is None
 
 
-# -- R9 containment ---------------------------------------------------------------------
+# -- R9 containment ---
 
 
 def test_r9_malformed_row_fails_alone_and_the_runs_after_it_complete(define, drive, frozen_clock):
@@ -417,7 +418,7 @@ def test_r9_counters_that_are_not_numbers_fail_the_pass(define, drive):
     assert reload(run).failure_code == "decode_failed"
 
 
-# -- R10 timeout -------------------------------------------------------------------------
+# -- R10 timeout ---
 
 
 def test_r10_timeout_at_a_step_boundary_fails_with_timeout(define, drive, monkeypatch):

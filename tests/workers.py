@@ -12,3 +12,24 @@ def start_each(job: str, instances: list[str], payload, again: bool) -> list[tup
         result = start(job, payload, instance=instance, again=again)
         outcomes.append((instance, result.run.pk, result.joined))
     return outcomes
+
+
+def drain(job: str, seconds: float, max_passes: int = 1) -> dict[str, int]:
+    """Drive *job* until none of its runs is live (or *seconds* pass); return the totals."""
+    import time
+
+    from django_leasejobs import run_due_jobs
+    from django_leasejobs.models import Run
+
+    fields = ("attempted", "advanced", "completed", "retrying", "failed", "superseded")
+    totals = dict.fromkeys(fields, 0)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        report = run_due_jobs(jobs=[job], limit=10, max_passes=max_passes)
+        for name in fields:
+            totals[name] += getattr(report, name)
+        if report.attempted == 0:
+            if not Run.objects.filter(job=job, status="running").exists():
+                break
+            time.sleep(0.01)
+    return totals

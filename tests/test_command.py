@@ -1,0 +1,123 @@
+"""D5: ``manage.py rundueJobs`` and its alias ``run_due_jobs``."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from django_leasejobs import RunStatus, start
+from django_leasejobs.models import Run
+from tests.models import Effect
+from tests.subprocesses import django_command
+
+WAIT = 60  # seconds a subprocess may take to get somewhere before the test gives up
+
+
+@pytest.mark.django_db
+def test_d5_one_drive_prints_a_summary(capsys):
+    run = start("tests.noop").run
+    call_command("rundueJobs", "--job", "tests.noop")
+    out = capsys.readouterr().out
+    assert "attempted=1" in out
+    assert "completed=1" in out
+    assert Run.objects.get(pk=run.pk).status == RunStatus.DONE
+
+
+@pytest.mark.django_db
+def test_d5_json_report(capsys):
+    start("tests.noop")
+    call_command("rundueJobs", "--json", "--job", "tests.noop", "--limit", "5", "--max-passes", "2")
+    report = json.loads(capsys.readouterr().out)
+    assert report["completed"] == 1
+    assert report["errors"] == []
+
+
+@pytest.mark.django_db
+def test_d5_the_lowercase_alias_runs_the_same_command(capsys):
+    start("tests.noop")
+    call_command("run_due_jobs", "--json", "--job", "tests.noop")
+    assert json.loads(capsys.readouterr().out)["completed"] == 1
+
+
+@pytest.mark.django_db
+def test_d5_verbosity_zero_prints_nothing(capsys):
+    start("tests.noop")
+    call_command("rundueJobs", "--job", "tests.noop", verbosity=0)
+    assert capsys.readouterr().out == ""
+
+
+@pytest.mark.django_db
+def test_d5_failed_runs_are_data_not_a_command_failure(define, capsys):
+    define("t.cmd.fail", lambda p: 1 / 0)
+    start("t.cmd.fail")
+    call_command("rundueJobs", "--job", "t.cmd.fail", "-v", "2")
+    out = capsys.readouterr().out
+    assert "retrying=1" in out
+    assert "ZeroDivisionError" in out
+
+
+@pytest.mark.django_db
+def test_d5_unknown_job_is_a_command_error_listing_the_jobs():
+    with pytest.raises(CommandError, match=r"tests\.noop"):
+        call_command("rundueJobs", "--job", "nope")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--limit", "0"], ["--max-passes", "x"], ["--interval", "-1"], ["--interval", "soon"]],
+)
+def test_d5_bad_options_are_refused(args):
+    with pytest.raises(CommandError):
+        call_command("rundueJobs", *args)
+
+
+def test_d5_an_unreachable_database_exits_non_zero_with_one_line(tmp_path):
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "DATABASE_URL": f"sqlite:///{tmp_path}/missing/dir/db.sqlite3",
+    }
+    env.pop("LEASEJOBS_TEST_DB_NAME", None)
+    completed = subprocess.run(
+        [sys.executable, "-m", "django", "rundueJobs"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+        check=False,
+    )
+    assert completed.returncode == 1
+    lines = completed.stderr.strip().splitlines()
+    assert len(lines) == 1, completed.stderr
+    assert lines[0].startswith("CommandError: the drive could not run: OperationalError")
+    assert completed.stdout == ""
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.concurrency
+def test_d5_loop_stops_on_sigterm_after_the_pass_in_flight():
+    run = start("tests.sleepy", {"seconds": 2}).run
+    worker = django_command("rundueJobs", "--loop", "--interval", "0.2", "--job", "tests.sleepy")
+    try:
+        deadline = time.monotonic() + WAIT
+        while not Effect.objects.filter(run_id=run.pk, name="started").exists():
+            assert worker.poll() is None, worker.communicate()
+            assert time.monotonic() < deadline, "the worker never started the pass"
+            time.sleep(0.05)
+        worker.send_signal(signal.SIGTERM)
+        out, err = worker.communicate(timeout=WAIT)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    assert worker.returncode == 0, err
+    finished = Run.objects.get(pk=run.pk)
+    assert finished.status == RunStatus.DONE  # the pass in flight committed
+    assert finished.lease_owner is None
+    assert "completed=1" in out
