@@ -138,7 +138,7 @@ def _run_pass(run: Run, spec: Job, owner: str, sent: float) -> Outcome:
         counters=counters,
         done=done,
         progress_total=p.progress_total,
-        drop_steps=p.recorded_steps or bool(getattr(run, "has_steps", True)),
+        drop_steps=p.recorded_steps or run.has_steps,
     )
     if not committed:
         return SUPERSEDED

@@ -78,6 +78,14 @@ class Run(models.Model):
         help_text=_("Start one more run with the latest payload when this one completes."),
     )
     rerun_payload = models.TextField(_("rerun payload (JSON)"), null=True, blank=True)
+    has_steps = models.BooleanField(
+        _("has step rows"),
+        default=False,
+        editable=False,
+        help_text=_(
+            "The step ledger holds rows: of the pass in flight, or of the last failed one."
+        ),
+    )
     progress_total = models.PositiveBigIntegerField(_("progress total"), null=True, blank=True)
     live_key = models.CharField(
         _("live key"),

@@ -127,7 +127,7 @@ class Pass:
         self._lease_from = claim_sent  # monotonic time just before the claim/renewal was sent
         self._started = time.monotonic()
         self._used: set[str] = set()
-        self._ledger: dict[str, Step] | None = None if getattr(run, "has_steps", True) else {}
+        self._ledger: dict[str, Step] | None = None if run.has_steps else {}
         self._progress_total: int | None = None
         # What happened, kept on the pass so no handler can talk its way out of it.
         self.recorded_steps = False

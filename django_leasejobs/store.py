@@ -21,7 +21,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import IntegrityError, router, transaction
-from django.db.models import Exists, F, OuterRef
+from django.db.models import F
 from django.db.models.functions import Coalesce
 
 from .clock import get_clock, plus
@@ -210,41 +210,36 @@ def claim(run_id: str, owner: str, lease: timedelta, holder: str, *, takeover: b
         not running, or in the other form (someone else has it).
     """
     now = _now()
-    runs = _runs().filter(pk=run_id, status=RunStatus.RUNNING, next_attempt_at__lte=now)
-    if takeover:
-        charged = runs.filter(lease_began_at__isnull=False).update(
-            lease_owner=owner,
-            lease_holder=holder,
-            next_attempt_at=plus(now, lease),
-            attempts=F("attempts") + 1,
-            failure_code=FailureCode.LEASE_EXPIRED,
-            last_error=TAKEOVER_NOTE,
-            updated_at=now,
-            lease_began_at=None,
-        )
-        return bool(charged)
-    return bool(
-        runs.filter(lease_began_at__isnull=True).update(
-            lease_owner=owner,
-            lease_holder=holder,
-            next_attempt_at=plus(now, lease),
-            updated_at=now,
-        )
+    runs = _runs().filter(
+        pk=run_id,
+        status=RunStatus.RUNNING,
+        next_attempt_at__lte=now,
+        lease_began_at__isnull=not takeover,
     )
+    values: dict[str, Any] = {
+        "lease_owner": owner,
+        "lease_holder": holder,
+        "next_attempt_at": plus(now, lease),
+        "updated_at": now,
+    }
+    if takeover:
+        values |= {
+            "attempts": F("attempts") + 1,
+            "failure_code": FailureCode.LEASE_EXPIRED,
+            "last_error": TAKEOVER_NOTE,
+            "lease_began_at": None,  # last: MySQL evaluates SET clauses left to right
+        }
+    return bool(runs.update(**values))
 
 
 def read_claimed(run_id: str, owner: str) -> Run | None:
-    """Read back the run *owner* just claimed, with ``has_steps`` annotated.
+    """Read back the run *owner* just claimed.
 
     Django's ``update()`` cannot return the row, so this is the one read a
     pass costs (SPEC §13). ``None`` when the claim was lost in between.
     """
     try:
-        return (
-            _runs()
-            .annotate(has_steps=Exists(Step.objects.filter(run_id=OuterRef("pk"))))
-            .get(pk=run_id, lease_owner=owner, status=RunStatus.RUNNING)
-        )
+        return _runs().get(pk=run_id, lease_owner=owner, status=RunStatus.RUNNING)
     except Run.DoesNotExist:
         return None
 
@@ -359,7 +354,12 @@ def record_step(
     now = _now()
     try:
         with transaction.atomic(using=using):
-            if not renew(run_id, owner, lease):
+            renewed = (
+                Run.objects.using(using)
+                .filter(pk=run_id, status=RunStatus.RUNNING, lease_owner=owner)
+                .update(next_attempt_at=plus(now, lease), updated_at=now, has_steps=True)
+            )
+            if not renewed:
                 return False
             steps = Step.objects.using(using)
             values = {"result": result, "attempts": attempts, "last_error": error}
@@ -421,19 +421,30 @@ def commit(
         }
     else:
         values["next_attempt_at"] = now
+    if drop_steps:
+        values["has_steps"] = False
+    outcome = _outcome(owner, run.pk)
+    if not drop_steps:
+        # The common cases are one statement and need no transaction: an
+        # advance, or a finish that no kick asked to follow up.
+        if not done:
+            return bool(outcome.update(**values))
+        if outcome.filter(rerun_requested=False).update(**values):
+            return True
+    # Writes that must land together: the ledger goes with the commit, and a
+    # kicked finish starts its follow-up before anyone else can take the key.
     with transaction.atomic(using=using):
-        if done:
-            # Common case first: no kick pending, one statement.
-            won = _outcome(owner, run.pk).filter(rerun_requested=False).update(**values)
-            if not won:
-                won = _outcome(owner, run.pk).update(**values)
-                if won:
-                    rerun = Run.objects.using(using).values_list("rerun_payload", flat=True)
-                    _insert_follow_up(using, run, rerun.get(pk=run.pk) or "null")
-        else:
-            won = _outcome(owner, run.pk).update(**values)
+        won = outcome.update(**values)
         if won and drop_steps:
             Step.objects.using(using).filter(run_id=run.pk).delete()
+        if won and done:
+            requested, payload = (
+                Run.objects.using(using)
+                .values_list("rerun_requested", "rerun_payload")
+                .get(pk=run.pk)
+            )
+            if requested:
+                _insert_follow_up(using, run, payload or "null")
     return bool(won)
 
 

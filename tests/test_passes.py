@@ -323,6 +323,7 @@ def test_r5_spent_step_fails_without_calling_fn(define, drive):
     Step.objects.create(
         run=run, name="spent", result=None, attempts=3, last_error="old", recorded_at=run.started_at
     )
+    Run.objects.filter(pk=run.pk).update(has_steps=True)
     report = drive(spec)
     assert calls == []
     assert report.failed == 1

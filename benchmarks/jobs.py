@@ -1,0 +1,36 @@
+"""The benchmark's jobs (autodiscovered: ``benchmarks`` is an installed app).
+
+Each handler notes when this process first entered a handler, so the drain
+time starts at real work rather than at process start-up or the barrier.
+"""
+
+from __future__ import annotations
+
+import time
+
+from django_leasejobs import job
+
+#: ``time.monotonic_ns()`` when a handler first ran in this process; read by
+#: the worker in ``benchmarks/drain.py``.
+first_handler_start_ns: int | None = None
+
+
+def _note_start() -> None:
+    global first_handler_start_ns  # noqa: PLW0603 - per-process timing is the point
+    if first_handler_start_ns is None:
+        first_handler_start_ns = time.monotonic_ns()
+
+
+@job("bench.noop")
+def noop(p):
+    _note_start()
+    p.count("calls")
+    return p.done()
+
+
+@job("bench.steps")
+def steps(p):
+    _note_start()
+    for i in range(p.payload["steps"]):
+        p.step(f"s{i}", lambda i=i: i)  # Bound now: ruff B023, though each runs at once.
+    return p.done()
