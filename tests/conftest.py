@@ -43,3 +43,21 @@ def drive():
         return run_due_jobs(jobs=[getattr(j, "name", j) for j in jobs] or None, **options)
 
     return run
+
+
+class WorkerClock:
+    """The worker's own monotonic clock (``time.monotonic``), moved by the test."""
+
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+@pytest.fixture
+def worker_clock(monkeypatch):
+    """Freeze the worker's monotonic clock (lease_left, margins, timeouts) until moved."""
+    clock = WorkerClock()
+    monkeypatch.setattr("time.monotonic", clock)
+    return clock

@@ -102,7 +102,8 @@ def test_d5_an_unreachable_database_exits_non_zero_with_one_line(tmp_path):
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.concurrency
-def test_d5_loop_stops_on_sigterm_after_the_pass_in_flight():
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_d5_loop_stops_on_sigterm_or_sigint_after_the_pass_in_flight(signum):
     run = start("tests.sleepy", {"seconds": 2}).run
     worker = django_command("rundueJobs", "--loop", "--interval", "0.2", "--job", "tests.sleepy")
     try:
@@ -111,7 +112,7 @@ def test_d5_loop_stops_on_sigterm_after_the_pass_in_flight():
             assert worker.poll() is None, worker.communicate()
             assert time.monotonic() < deadline, "the worker never started the pass"
             time.sleep(0.05)
-        worker.send_signal(signal.SIGTERM)
+        worker.send_signal(signum)
         out, err = worker.communicate(timeout=WAIT)
     finally:
         if worker.poll() is None:

@@ -244,12 +244,20 @@ def test_l4_begin_is_refused_to_another_owner(frozen_clock):
     assert not store.begin(run.pk, "B", LEASE * ENTRY_MARGIN)
 
 
-def test_l4_a_slow_claim_reply_by_the_workers_own_count_does_not_begin(define, drive, monkeypatch):
+def test_l4_a_slow_claim_reply_by_the_workers_own_count_does_not_begin(
+    define, drive, monkeypatch, worker_clock
+):
     calls = []
     spec = define("t.l4.slow", lambda p: calls.append(1) or p.done(), lease=LEASE)
     run = start(spec).run
-    ticks = iter([0.0, 50.0, 50.0, 50.0])  # the claim's reply came 50 s into a 60 s lease
-    monkeypatch.setattr("django_leasejobs.execute.time.monotonic", lambda: next(ticks))
+    claim = store.claim
+
+    def slow_claim(*args, **kwargs):
+        won = claim(*args, **kwargs)
+        worker_clock.now += 50  # the reply came 50 s into a 60 s lease
+        return won
+
+    monkeypatch.setattr(store, "claim", slow_claim)
     report = drive(spec)
     assert calls == []
     assert report.superseded == 1
@@ -299,24 +307,6 @@ def test_l5_begin_clears_the_miss_count(define, drive, frozen_clock):
 
 
 # -- L6 fencing ---
-
-
-class WorkerClock:
-    """The worker's own monotonic clock, moved by the test."""
-
-    def __init__(self):
-        self.now = 1000.0
-
-    def __call__(self):
-        return self.now
-
-
-@pytest.fixture
-def worker_clock(monkeypatch):
-    clock = WorkerClock()
-    monkeypatch.setattr("django_leasejobs.passes.time.monotonic", clock)
-    monkeypatch.setattr("django_leasejobs.execute.time.monotonic", clock)
-    return clock
 
 
 def _steal(run_id, clock, worker_clock=None):
@@ -449,13 +439,12 @@ def test_l7_a_pass_longer_than_its_lease_is_not_taken_over_while_it_steps(
     assert reload(run).status == RunStatus.DONE
 
 
-def test_l7_check_renews_a_lease_running_low(define, drive, monkeypatch, frozen_clock):
-    ticks = iter([0.0, 0.0, 0.0, 40.0, 40.0, 40.0, 40.0])
-    monkeypatch.setattr("django_leasejobs.passes.time.monotonic", lambda: next(ticks, 40.0))
+def test_l7_check_renews_a_lease_running_low(define, drive, frozen_clock, worker_clock):
     expiry = []
 
     def handler(p):
         frozen_clock.advance(timedelta(seconds=40))
+        worker_clock.now += 40
         p.check()  # 20 s left by the worker's count: below half, so it renews
         expiry.append(Run.objects.get(pk=p.run.id).next_attempt_at - frozen_clock.now())
         return p.done()
