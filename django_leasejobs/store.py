@@ -424,27 +424,25 @@ def commit(
     if drop_steps:
         values["has_steps"] = False
     outcome = _outcome(owner, run.pk)
-    if not drop_steps:
-        # The common cases are one statement and need no transaction: an
-        # advance, or a finish that no kick asked to follow up.
-        if not done:
-            return bool(outcome.update(**values))
-        if outcome.filter(rerun_requested=False).update(**values):
-            return True
+    # A finish first tries the form no kick asked to follow up; most finishes
+    # are that, and then nothing needs to be read back.
+    quiet = outcome.filter(rerun_requested=False) if done else outcome
+    if not drop_steps and quiet.update(**values):
+        return True  # One statement, so no transaction: an advance, or a quiet finish.
     # Writes that must land together: the ledger goes with the commit, and a
     # kicked finish starts its follow-up before anyone else can take the key.
     with transaction.atomic(using=using):
-        won = outcome.update(**values)
+        won = drop_steps and bool(quiet.update(**values))
+        kicked = False
+        if not won and done:
+            won = kicked = bool(outcome.update(**values))
         if won and drop_steps:
             Step.objects.using(using).filter(run_id=run.pk).delete()
-        if won and done:
-            requested, payload = (
-                Run.objects.using(using)
-                .values_list("rerun_requested", "rerun_payload")
-                .get(pk=run.pk)
+        if kicked:
+            payload = (
+                Run.objects.using(using).values_list("rerun_payload", flat=True).get(pk=run.pk)
             )
-            if requested:
-                _insert_follow_up(using, run, payload or "null")
+            _insert_follow_up(using, run, payload or "null")
     return bool(won)
 
 

@@ -69,6 +69,12 @@ def test_d5_unknown_job_is_a_command_error_listing_the_jobs():
         call_command("rundueJobs", "--job", "nope")
 
 
+@pytest.mark.django_db
+def test_d5_unknown_job_with_loop_is_refused_before_looping():
+    with pytest.raises(CommandError, match=r"tests\.noop"):
+        call_command("rundueJobs", "--loop", "--job", "nope")
+
+
 @pytest.mark.parametrize(
     "args",
     [["--limit", "0"], ["--max-passes", "x"], ["--interval", "-1"], ["--interval", "soon"]],

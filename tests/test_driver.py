@@ -222,6 +222,19 @@ def test_budget_a_finishing_pass_costs_the_same(define, drive):
     assert len(statements(queries)) == 5, statements(queries)
 
 
+def test_budget_a_finishing_pass_with_steps_reads_nothing_back(define, drive):
+    def handler(p):
+        p.step("only", lambda: 1)
+        return p.done()
+
+    spec = define("t.budget.done.steps", handler)
+    start(spec)
+    with CaptureQueriesContext(connection) as queries:
+        drive(spec)
+    # 5, +2 for the step, +1 to drop the ledger; no read of the kick flag
+    assert len(statements(queries)) == 8, statements(queries)
+
+
 def test_budget_each_new_step_costs_one_transaction_of_two_statements(define, drive):
     steps = 3
 

@@ -18,6 +18,7 @@ from django_leasejobs.conf import conf
 from django_leasejobs.driver import DriveReport, run_due_jobs
 from django_leasejobs.errors import describe
 from django_leasejobs.exceptions import JobNotRegistered
+from django_leasejobs.registry import get_job
 from django_leasejobs.worker import Worker
 
 _LEVELS = {0: logging.ERROR, 1: logging.WARNING, 2: logging.INFO, 3: logging.DEBUG}
@@ -92,6 +93,11 @@ class Command(BaseCommand):
         limit = options["limit"] or conf.DRIVE_LIMIT
         max_passes = options["max_passes"] or conf.MAX_PASSES
         jobs = options["jobs"]
+        try:
+            for name in jobs or ():
+                get_job(name)  # Refuse an unknown --job before driving anything.
+        except JobNotRegistered as exc:
+            raise CommandError(str(exc)) from None
         if options["loop"]:
             Worker(
                 interval=options["interval"],
@@ -103,8 +109,6 @@ class Command(BaseCommand):
             return
         try:
             report = run_due_jobs(limit=limit, max_passes=max_passes, jobs=jobs)
-        except JobNotRegistered as exc:
-            raise CommandError(str(exc)) from None
         except DatabaseError as exc:
             raise CommandError(f"the drive could not run: {describe(exc)}") from None
         self._print(report)
