@@ -12,10 +12,12 @@ from typing import Any, NamedTuple
 
 from django.db import DatabaseError, InterfaceError, OperationalError, router
 
+from . import store
 from .clock import get_clock
 from .conf import conf
 from .errors import describe
 from .execute import drive_run
+from .holder import current_holder, is_gone
 from .models import Run
 from .registry import Job, registry
 
@@ -96,12 +98,37 @@ def _snapshot(jobs: Iterable[Job], scan_max: int) -> list[DueKey]:
     return [DueKey(run_id, job, began is not None) for run_id, job, began in rows]
 
 
+def _release_dead_holders(jobs: Iterable[Job], scan_max: int, report: DriveReport) -> None:
+    """L9: make runs leased by a provably dead process on this host due now.
+
+    Without this a SIGKILLed worker's runs wait out their whole lease; with it
+    the next drive on the same host takes them over at once (charged as any
+    takeover). Another host's holders are never judged: see :mod:`.holder`.
+    """
+    names = [spec.name for spec in jobs]
+    host = current_holder().split(":", 1)[0]
+    if not names:
+        return
+    leased = (
+        Run.objects.using(router.db_for_read(Run))
+        .leased(get_clock().now_expr())
+        .filter(job__in=names, lease_holder__startswith=f"{host}:")
+        .values_list("id", "lease_owner", "lease_holder")[:scan_max]
+    )
+    for run_id, owner, holder in leased:
+        if owner and is_gone(holder) and store.release_dead_holder(run_id, owner, holder):
+            note = f"lease of {holder} released early: that process is gone"
+            logger.warning("Run id=%s %s", run_id, note)
+            report.warnings.append(Note(run_id, note))
+
+
 def run_due_jobs(
     *,
     limit: int | None = None,
     max_passes: int | None = None,
     jobs: Iterable[str] | None = None,
     stop: Callable[[], bool] | None = None,
+    interrupt: Callable[[], bool] | None = None,
 ) -> DriveReport:
     """Drive the due runs once (what ``manage.py rundueJobs`` calls).
 
@@ -118,6 +145,9 @@ def run_due_jobs(
     stop:
         Asked between passes; when it answers ``True`` the drive ends after the
         pass in flight (graceful shutdown).
+    interrupt:
+        Asked at every step boundary; when it answers ``True`` the pass in
+        flight is released there, uncharged (a shutdown past its stop timeout).
 
     Returns
     -------
@@ -145,6 +175,7 @@ def run_due_jobs(
     by_name = {spec.name: spec for spec in specs}
 
     report = DriveReport()
+    _release_dead_holders(specs, conf.SCAN_MAX, report)
     for key in _snapshot(specs, conf.SCAN_MAX):
         if report.attempted >= limit or stop():
             break
@@ -155,6 +186,7 @@ def run_due_jobs(
                 took_over=key.took_over,
                 max_passes=max_passes,
                 stop=stop,
+                interrupt=interrupt,
             )
         except (OperationalError, InterfaceError) as exc:
             # The connection is gone: the pass in flight is abandoned (its

@@ -22,7 +22,7 @@ from .errors import describe
 from .exceptions import Defer, NotQueueSafe
 from .holder import current_holder
 from .ids import new_owner
-from .passes import DecodeFailed, LeaseLost, Pass, PassResult, PassTimedOut
+from .passes import DecodeFailed, LeaseLost, Pass, PassInterrupted, PassResult, PassTimedOut
 from .states import FailureCode
 
 if TYPE_CHECKING:
@@ -52,7 +52,13 @@ SUPERSEDED = Outcome("superseded")
 
 
 def drive_run(
-    run_id: str, spec: Job, *, took_over: bool, max_passes: int, stop: Callable[[], bool]
+    run_id: str,
+    spec: Job,
+    *,
+    took_over: bool,
+    max_passes: int,
+    stop: Callable[[], bool],
+    interrupt: Callable[[], bool] | None = None,
 ) -> list[Outcome]:
     """Run up to *max_passes* passes of one run; return each pass's outcome (D3).
 
@@ -64,7 +70,7 @@ def drive_run(
     for number in range(max_passes):
         if number and stop():
             break
-        outcome = _one_pass(run_id, spec, took_over=took_over and number == 0)
+        outcome = _one_pass(run_id, spec, took_over=took_over and number == 0, interrupt=interrupt)
         if outcome is None:
             break
         outcomes.append(outcome)
@@ -73,7 +79,9 @@ def drive_run(
     return outcomes
 
 
-def _one_pass(run_id: str, spec: Job, *, took_over: bool) -> Outcome | None:
+def _one_pass(
+    run_id: str, spec: Job, *, took_over: bool, interrupt: Callable[[], bool] | None
+) -> Outcome | None:
     lease = spec.effective_lease
     owner = new_owner()
     sent = time.monotonic()  # before the claim is sent: the round trip counts against us
@@ -94,16 +102,23 @@ def _one_pass(run_id: str, spec: Job, *, took_over: bool) -> Outcome | None:
     ):
         return _admission_miss(run, spec, owner, sent, margin)
     # BEGIN wrote: the pass is committed to running (L4), whatever happens next.
-    return _run_pass(run, spec, owner, sent)
+    return _run_pass(run, spec, owner, sent, interrupt)
 
 
-def _run_pass(run: Run, spec: Job, owner: str, sent: float) -> Outcome:
-    p = Pass(run, spec, owner, sent)
+def _run_pass(
+    run: Run, spec: Job, owner: str, sent: float, interrupt: Callable[[], bool] | None
+) -> Outcome:
+    p = Pass(run, spec, owner, sent, interrupt)
     try:
         p.load()
         result = spec.handler(p)
     except LeaseLost:
         return SUPERSEDED
+    except PassInterrupted:
+        # Shutting down: hand the run back at this step boundary, uncharged.
+        if p.lost or not store.defer(run, owner, timedelta(0)):
+            return SUPERSEDED
+        return Outcome("deferred", warning="released at a step boundary: the worker is stopping")
     except Defer as deferral:
         if p.lost:
             return SUPERSEDED

@@ -65,6 +65,14 @@ class LeaseLost(BaseException):
     """
 
 
+class PassInterrupted(BaseException):
+    """The worker is shutting down and its stop timeout passed: stop at this step boundary.
+
+    The pass is released, not failed: no attempt is charged, the steps it
+    recorded stay in the ledger, and the run is due again at once.
+    """
+
+
 class StepFailed(LeaseJobsError):
     """A step raised, or its attempts were already spent (SPEC R5, R7)."""
 
@@ -114,7 +122,14 @@ class Pass:
         Which attempt this pass is: 1 unless earlier passes failed in a row.
     """
 
-    def __init__(self, run: Run, spec: Job, owner: str, claim_sent: float) -> None:
+    def __init__(
+        self,
+        run: Run,
+        spec: Job,
+        owner: str,
+        claim_sent: float,
+        interrupt: Callable[[], bool] | None = None,
+    ) -> None:
         self.run = RunRef(run.pk, run.job, run.instance)
         self.attempt = run.attempts + 1
         self.payload: Any = None
@@ -129,6 +144,7 @@ class Pass:
         self._used: set[str] = set()
         self._ledger: dict[str, Step] | None = None if run.has_steps else {}
         self._progress_total: int | None = None
+        self._interrupt = interrupt
         # What happened, kept on the pass so no handler can talk its way out of it.
         self.recorded_steps = False
         self.lost = False
@@ -261,6 +277,8 @@ class Pass:
     def _boundary(self) -> None:
         if self.lost:
             raise LeaseLost
+        if self._interrupt is not None and self._interrupt():
+            raise PassInterrupted
         if self.timed_out or self.past_timeout():
             self.timed_out = True
             raise PassTimedOut(f"the pass ran longer than its timeout ({self._spec.timeout})")

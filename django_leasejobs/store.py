@@ -45,6 +45,7 @@ __all__ = [
     "read_claimed",
     "record_step",
     "release",
+    "release_dead_holder",
     "renew",
     "retry",
     "settle",
@@ -316,6 +317,27 @@ def miss(run_id: str, owner: str, note: str) -> Missed | None:
             return Missed(misses, failed=True)
         unleased.update(next_attempt_at=plus(now, admission_backoff(misses)))
         return Missed(misses, failed=False)
+
+
+def release_dead_holder(run_id: str, owner: str, holder: str) -> bool:
+    """Make a leased run due now because its holder process is provably gone (L9).
+
+    Only the expiry moves: the owner and ``lease_began_at`` stay, so the
+    takeover that follows charges (or holds) a begun pass exactly as it would
+    have after the expiry. ``False`` when the lease changed hands or ended.
+    """
+    now = _now()
+    return bool(
+        _runs()
+        .filter(
+            pk=run_id,
+            status=RunStatus.RUNNING,
+            lease_owner=owner,
+            lease_holder=holder,
+            next_attempt_at__gt=now,
+        )
+        .update(next_attempt_at=now, updated_at=now)
+    )
 
 
 # -- the pass's writes, fenced on its owner (L6, L7) --------------------------

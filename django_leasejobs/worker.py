@@ -2,16 +2,22 @@
 
 One drive after another, ``interval`` seconds apart. The connection is kept
 for the passes of a drive and closed/reopened only between drives, as
-``CONN_MAX_AGE`` says (``close_old_connections``). SIGTERM or SIGINT lets the
-pass in flight finish and then stops; nothing the worker does not hold is
-released.
+``CONN_MAX_AGE`` says (``close_old_connections``).
+
+Stopping: the first SIGTERM or SIGINT lets the pass in flight finish, then the
+loop ends. With a ``stop_timeout``, a pass still running that long after the
+signal is released at its next step boundary (no attempt charged, due again
+at once). A second signal exits at once; the lease it held simply expires.
+Nothing the worker does not hold is ever released.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterable
 from types import FrameType
 from typing import Any
@@ -38,6 +44,7 @@ class Worker:
         limit: int | None = None,
         max_passes: int | None = None,
         jobs: Iterable[str] | None = None,
+        stop_timeout: float | None = None,
         on_report: Callable[[DriveReport], None] = lambda report: None,
     ) -> None:
         self.interval = interval
@@ -45,14 +52,29 @@ class Worker:
         self.max_passes = max_passes
         self.jobs = list(jobs) if jobs is not None else None
         self.on_report = on_report
+        self.stop_timeout = stop_timeout
+        self._stop_asked_at: float | None = None
         self._stopping = threading.Event()
         self._outage: str | None = None
 
     def stop(self, signum: int | None = None, frame: FrameType | None = None) -> None:
-        """Ask the loop to stop after the pass in flight."""
+        """Ask the loop to stop after the pass in flight; a second signal exits at once."""
+        if self._stopping.is_set() and signum is not None:
+            logger.warning("Second signal %s: exiting now; held leases will expire", signum)
+            os._exit(128 + signum)
         if signum is not None:
             logger.info("Worker stopping after the pass in flight (signal %s)", signum)
+        self._stop_asked_at = time.monotonic()
         self._stopping.set()
+
+    def overdue(self) -> bool:
+        """Whether a stop was asked more than ``stop_timeout`` seconds ago."""
+        asked = self._stop_asked_at
+        return (
+            asked is not None
+            and self.stop_timeout is not None
+            and time.monotonic() - asked >= self.stop_timeout
+        )
 
     @property
     def stopping(self) -> bool:
@@ -82,6 +104,7 @@ class Worker:
                 max_passes=self.max_passes,
                 jobs=self.jobs,
                 stop=lambda: self.stopping,
+                interrupt=self.overdue,
             )
         except DatabaseError as exc:
             reason = describe(exc)

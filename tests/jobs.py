@@ -87,3 +87,17 @@ def sleepy(p):
     Effect.objects.create(run_id=p.run.id, name="started", pid=os.getpid())
     time.sleep(p.payload["seconds"])
     return p.done()
+
+
+@job("tests.stepwise", lease=timedelta(seconds=30))
+def stepwise(p):
+    """``payload["steps"]`` steps of ``payload["step_seconds"]`` each; records when it starts."""
+    import os
+    import time
+
+    from tests.models import Effect
+
+    Effect.objects.create(run_id=p.run.id, name="started", pid=os.getpid())
+    for index in range(p.payload["steps"]):
+        p.step(f"s{index}", lambda: time.sleep(p.payload["step_seconds"]))
+    return p.done()

@@ -204,14 +204,18 @@ def test_report_is_json_ready(define, drive):
 
 # -- SPEC §13: statements per pass and per step, pinned ---
 
+#: Reads a drive makes once, whatever it drives: the dead-holder scan and the snapshot.
+DRIVE = 2
+
 
 def test_budget_a_no_op_pass_costs_four_statements_after_the_snapshot(define, drive):
     spec = define("t.budget.noop", lambda p: p.advance(1))
     start(spec)
     with CaptureQueriesContext(connection) as queries:
         drive(spec)
-    # snapshot; claim, read back, begin, commit
-    assert len(statements(queries)) == 5, statements(queries)
+    # per drive: the dead-holder scan (L9) and the snapshot (D1);
+    # per pass: claim, read back, begin, commit
+    assert len(statements(queries)) == DRIVE + 4, statements(queries)
 
 
 def test_budget_a_finishing_pass_costs_the_same(define, drive):
@@ -219,7 +223,7 @@ def test_budget_a_finishing_pass_costs_the_same(define, drive):
     start(spec)
     with CaptureQueriesContext(connection) as queries:
         drive(spec)
-    assert len(statements(queries)) == 5, statements(queries)
+    assert len(statements(queries)) == DRIVE + 4, statements(queries)
 
 
 def test_budget_a_finishing_pass_with_steps_reads_nothing_back(define, drive):
@@ -231,8 +235,8 @@ def test_budget_a_finishing_pass_with_steps_reads_nothing_back(define, drive):
     start(spec)
     with CaptureQueriesContext(connection) as queries:
         drive(spec)
-    # 5, +2 for the step, +1 to drop the ledger; no read of the kick flag
-    assert len(statements(queries)) == 8, statements(queries)
+    # +2 for the step, +1 to drop the ledger; no read of the kick flag
+    assert len(statements(queries)) == DRIVE + 4 + 2 + 1, statements(queries)
 
 
 def test_budget_each_new_step_costs_one_transaction_of_two_statements(define, drive):
@@ -247,5 +251,5 @@ def test_budget_each_new_step_costs_one_transaction_of_two_statements(define, dr
     start(spec)
     with CaptureQueriesContext(connection) as queries:
         drive(spec)
-    # 5 as above, +2 per step (renew + record), +1 to drop the ledger at commit
-    assert len(statements(queries)) == 5 + 2 * steps + 1, statements(queries)
+    # as above, +2 per step (renew + record), +1 to drop the ledger at commit
+    assert len(statements(queries)) == DRIVE + 4 + 2 * steps + 1, statements(queries)

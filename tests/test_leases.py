@@ -113,7 +113,7 @@ def test_l2_claim_records_the_holder(define, drive):
     )
     start(spec)
     drive(spec)
-    host, pid, _start = holders[0].split(":")
+    host, pid, _start, _space = holders[0].split(":")
     assert holders == [current_holder()]
     assert int(pid) > 0
     assert host

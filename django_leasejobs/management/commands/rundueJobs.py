@@ -44,6 +44,16 @@ def valid_interval(value: str) -> float:
     return seconds
 
 
+def valid_stop_timeout(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds") from None
+    if not 0 <= seconds <= 86400:
+        raise argparse.ArgumentTypeError(f"{value!r} must be between 0 and 86400 seconds")
+    return seconds
+
+
 class Command(BaseCommand):
     help = (
         "Drive due django-leasejobs runs once and exit (for cron), or keep driving with "
@@ -82,6 +92,17 @@ class Command(BaseCommand):
             help="Seconds between drives with --loop (default: %(default)r).",
         )
         parser.add_argument(
+            "--stop-timeout",
+            type=valid_stop_timeout,
+            default=None,
+            metavar="SECONDS",
+            help=(
+                "With --loop: after SIGTERM/SIGINT, release a pass still running after this many "
+                "seconds at its next step boundary (default: wait for the pass to finish). A "
+                "second signal exits at once."
+            ),
+        )
+        parser.add_argument(
             "--json", action="store_true", help="Print each drive's report as one JSON object."
         )
 
@@ -104,6 +125,7 @@ class Command(BaseCommand):
                 limit=limit,
                 max_passes=max_passes,
                 jobs=jobs,
+                stop_timeout=options["stop_timeout"],
                 on_report=self._print,
             ).run()
             return

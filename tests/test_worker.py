@@ -1,0 +1,112 @@
+"""The --loop worker in production conditions: stopping, and outliving its database."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import time
+
+import pytest
+from django.db import OperationalError
+
+from django_leasejobs import RunStatus, start
+from django_leasejobs.driver import DriveReport
+from django_leasejobs.models import Run, Step
+from django_leasejobs.worker import Worker
+from tests.models import Effect
+from tests.subprocesses import django_command
+
+WAIT = 60
+
+
+def wait_until_started(worker, run):
+    deadline = time.monotonic() + WAIT
+    while not Effect.objects.filter(run_id=run.pk, name="started").exists():
+        assert worker.poll() is None, worker.communicate()
+        assert time.monotonic() < deadline, "the worker never started the pass"
+        time.sleep(0.05)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.concurrency
+def test_stop_timeout_releases_the_pass_at_its_next_step_boundary_uncharged():
+    run = start("tests.stepwise", {"steps": 50, "step_seconds": 0.2}).run
+    worker = django_command(
+        "rundueJobs",
+        "--loop",
+        "--interval",
+        "0.2",
+        "--stop-timeout",
+        "0.5",
+        "--job",
+        "tests.stepwise",
+    )
+    try:
+        wait_until_started(worker, run)
+        worker.send_signal(signal.SIGTERM)
+        out, err = worker.communicate(timeout=WAIT)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    assert worker.returncode == 0, err
+    assert "deferred=1" in out, err
+    released = Run.objects.get(pk=run.pk)
+    assert released.status == RunStatus.RUNNING
+    assert released.lease_owner is None  # handed back, not left to expire
+    assert released.lease_began_at is None  # so the next claim charges nothing
+    assert released.attempts == 0
+    recorded = Step.objects.filter(run=run, result__isnull=False).count()
+    assert 0 < recorded < 50  # stopped early, and what it did is kept for the next pass
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.concurrency
+def test_a_second_signal_exits_at_once_and_leaves_the_lease_to_expire():
+    run = start("tests.stepwise", {"steps": 1, "step_seconds": 30}).run
+    worker = django_command("rundueJobs", "--loop", "--interval", "0.2", "--job", "tests.stepwise")
+    try:
+        wait_until_started(worker, run)
+        worker.send_signal(signal.SIGTERM)
+        time.sleep(0.2)
+        worker.send_signal(signal.SIGTERM)
+        worker.communicate(timeout=10)  # far less than the 30 s step
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    assert worker.returncode == 128 + signal.SIGTERM
+    held = Run.objects.get(pk=run.pk)
+    assert held.lease_owner is not None
+    assert held.lease_began_at is not None  # a takeover will charge it, as for any crash
+
+
+def test_an_outage_is_logged_once_and_the_loop_carries_on(monkeypatch, caplog):
+    outcomes = [OperationalError("server closed the connection")] * 3 + [DriveReport()]
+
+    def drive(**kwargs):
+        outcome = outcomes.pop(0)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    monkeypatch.setattr("django_leasejobs.worker.run_due_jobs", drive)
+    monkeypatch.setattr("django_leasejobs.worker.close_old_connections", lambda: None)
+    reports = []
+    worker = Worker(interval=0, on_report=reports.append)
+    with caplog.at_level(logging.INFO, logger="django_leasejobs"):
+        results = [worker.drive_once() for _ in range(4)]
+    assert results[:3] == [None, None, None]
+    assert len(reports) == 1
+    errors = [r for r in caplog.records if "could not run" in r.getMessage()]
+    assert len(errors) == 1
+    assert "server closed the connection" in errors[0].getMessage()
+    assert sum("reachable again" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_debug_query_log_is_reset_between_drives(monkeypatch, settings):
+    from django.db import connection
+
+    settings.DEBUG = True
+    connection.queries_log.append({"sql": "x", "time": "0"})
+    monkeypatch.setattr("django_leasejobs.worker.run_due_jobs", lambda **kwargs: DriveReport())
+    Worker(interval=0).drive_once()
+    assert len(connection.queries_log) == 0
