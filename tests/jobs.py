@@ -101,3 +101,25 @@ def stepwise(p):
     for index in range(p.payload["steps"]):
         p.step(f"s{index}", lambda: time.sleep(p.payload["step_seconds"]))
     return p.done()
+
+
+@job(
+    "tests.unrepeatable",
+    lease=timedelta(seconds=1),
+    retry=Retry(max_attempts=5),
+    safe_to_repeat=False,
+)
+def unrepeatable(p):
+    """Like ``tests.killed_between_steps``, for a job that must not be replayed unattended."""
+    import os
+    import time
+
+    from tests.models import Effect
+
+    def effect(name):
+        Effect.objects.create(run_id=p.run.id, name=name, pid=os.getpid())
+
+    effect(f"invoked@{p.attempt}")
+    p.step("one", lambda: effect("one"))
+    p.step("two", lambda: time.sleep(600) if p.attempt == 1 else effect(f"two@{p.attempt}"))
+    return p.done()
