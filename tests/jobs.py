@@ -123,3 +123,42 @@ def unrepeatable(p):
     p.step("one", lambda: effect("one"))
     p.step("two", lambda: time.sleep(600) if p.attempt == 1 else effect(f"two@{p.attempt}"))
     return p.done()
+
+
+@job(
+    "tests.chaos_walk",
+    lease=timedelta(seconds=3),
+    retry=Retry(max_attempts=100, base=timedelta(milliseconds=200), cap=timedelta(seconds=2)),
+)
+def chaos_walk(p):
+    """The chaos test's job: ``passes`` passes of ``steps`` steps, each appending a side effect.
+
+    Every invocation logs its start and end to a file of its own process
+    (``LEASEJOBS_CHAOS_DIR``), not to the database, so a database restart
+    cannot lose the evidence of when a pass ran; a SIGKILLed pass has no end
+    line, and the test uses the time of the kill.
+    """
+    import os
+    import time
+
+    from tests.models import Effect
+
+    log_path = os.path.join(os.environ["LEASEJOBS_CHAOS_DIR"], f"{os.getpid()}.log")
+    with open(log_path, "a") as log:
+        log.write(f"start {p.run.id} {time.monotonic_ns()}\n")
+    try:
+        position = p.cursor or 0
+        for index in range(p.payload["steps"]):
+            name = f"{position}:{index}"
+
+            def work(name=name):
+                time.sleep(p.payload["step_seconds"])
+                Effect.objects.create(run_id=p.run.id, name=name, pid=os.getpid())
+
+            p.step(name, work)
+            p.count("steps")
+        p.count("passes")
+        return p.done() if position + 1 >= p.payload["passes"] else p.advance(position + 1)
+    finally:
+        with open(log_path, "a") as log:
+            log.write(f"end {p.run.id} {time.monotonic_ns()}\n")
