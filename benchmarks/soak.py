@@ -63,8 +63,8 @@ DEBUG_VARIANTS = {"off": [False], "on": [True], "both": [False, True]}
 # -- the parent ----------------------------------------------------------------------
 
 
-def run_child(url: str, tmp: Path, args: argparse.Namespace, debug: bool) -> dict[str, Any]:
-    """Soak *url* in a child process; return its JSON result."""
+def run_child(url: str, tmp: Path, args: argparse.Namespace, debug: bool) -> dict[str, Any] | None:
+    """Soak *url* in a child process; return its JSON result, None if it failed."""
     result = tmp / "result-soak.json"
     result.unlink(missing_ok=True)
     command = [
@@ -85,7 +85,7 @@ def run_child(url: str, tmp: Path, args: argparse.Namespace, debug: bool) -> dic
     # life during a run of several minutes.
     done = subprocess.run(command, env=env, cwd=ROOT, check=False)
     if done.returncode != 0 or not result.exists():
-        raise SystemExit(f"FAIL: soak child exited with status {done.returncode}")
+        return None  # its traceback is on the terminal already
     return json.loads(result.read_text())
 
 
@@ -121,13 +121,21 @@ def main(args: argparse.Namespace) -> int:
                 # behind the first one's history.
                 url = fresh_database(database, tmp)
                 result = run_child(url, tmp, args, debug)
+                flag = "True" if debug else "False"
+                if result is None:
+                    # The other soaks still report: one database's trouble is no
+                    # reason to throw their minutes away.
+                    failed = True
+                    print(f"FAIL: {database} DEBUG={flag}: the soak process failed", flush=True)
+                    rows.append(f"| {database} | {flag} | - | - | - | - | - | FAIL (crashed) |")
+                    extra.append(f"- FAIL {database} DEBUG={flag}: the soak process failed")
+                    continue
                 server_versions[database] = result["server"]
                 outcome, reasons = verdict(result)
                 failed |= outcome == "FAIL"
                 rss = [kib for _passes, kib in result["samples"]]
                 baseline = rss[0]
                 growth = (rss[-1] - baseline) / baseline * 100
-                flag = "True" if debug else "False"
                 rows.append(
                     f"| {database} | {flag} | {result['passes']:,} | {mib(baseline)} "
                     f"| {mib(rss[-1])} | {mib(max(rss))} | {growth:+.1f} % | {outcome} |"
@@ -136,7 +144,7 @@ def main(args: argparse.Namespace) -> int:
                 details.append(
                     f"| {database} | {flag} | {result['seconds']:.0f} "
                     f"| {result['passes'] / result['seconds']:,.0f} | {result['purged']:,} "
-                    f"| {log} | {' '.join(mib(kib) for kib in rss)} |"
+                    f"| {log} | {len(result['outages'])} | {' '.join(mib(kib) for kib in rss)} |"
                 )
                 print(f"{database} DEBUG={flag}: {outcome}", flush=True)
                 for reason in reasons:
@@ -144,6 +152,8 @@ def main(args: argparse.Namespace) -> int:
                     extra.append(f"- FAIL {database} DEBUG={flag}: {reason}")
                 for note in result["notes"][:5]:
                     extra.append(f"- note {database} DEBUG={flag}: {note}")
+                for outage in result["outages"][:5]:
+                    extra.append(f"- database outage, {database} DEBUG={flag}: {outage}")
                 if result["tracemalloc"]:
                     extra += [
                         "",
@@ -179,8 +189,8 @@ def main(args: argparse.Namespace) -> int:
         *rows,
         "",
         "| database | DEBUG | seconds | passes/s | done runs deleted | largest query log "
-        "| RSS every 1 000 passes (MiB) |",
-        "|---|---|---|---|---|---|---|",
+        "| outages | RSS every 1 000 passes (MiB) |",
+        "|---|---|---|---|---|---|---|---|",
         *details,
         *(["", *extra] if extra else []),
         "",
@@ -279,17 +289,34 @@ class Feeder:
         return Run.objects.filter(job=JOB, status=RunStatus.DONE).count()
 
 
-def tracemalloc_top(snapshot: Any) -> list[str]:
-    """The largest allocation sites in *snapshot*, then the biggest one's traceback."""
+def tracemalloc_top() -> tuple[list[str], str]:
+    """Stop tracing; return the largest allocation sites still alive, then the
+    biggest one's traceback, and the memory tracemalloc itself used."""
     import tracemalloc
 
+    snapshot = tracemalloc.take_snapshot()
+    overhead = f"{tracemalloc.get_tracemalloc_memory() / 2**20:.1f} MiB"
+    tracemalloc.stop()
     snapshot = snapshot.filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
     lines = [str(stat) for stat in snapshot.statistics("lineno")[:TRACEMALLOC_TOP]]
     by_traceback = snapshot.statistics("traceback")
     if by_traceback:
         lines += ["", f"largest by traceback: {by_traceback[0]}"]
         lines += by_traceback[0].traceback.format(limit=TRACEMALLOC_FRAMES)
-    return lines
+    return lines, overhead
+
+
+def account(report: Any, completed: int, notes: list[str], outages: list[str]) -> int:
+    """Note what one drive reported; return the passes it completed."""
+    if report is None:  # the drive's due read failed; the worker logged why
+        outages.append(f"after {completed} passes: the drive could not run")
+        return 0
+    if report.aborted:  # the connection went away mid-drive
+        outages.append(f"after {completed} passes: drive aborted: {report.aborted}")
+    # An aborted drive's own error note is the outage above, not a failed pass.
+    notes += [f"error on {n.run_id}: {n.text}" for n in report.errors if n.text != report.aborted]
+    notes += [f"warning on {n.run_id}: {n.text}" for n in report.warnings]
+    return report.completed
 
 
 def soak(passes: int, debug: bool, trace: bool) -> dict[str, Any]:
@@ -297,7 +324,7 @@ def soak(passes: int, debug: bool, trace: bool) -> dict[str, Any]:
 
     server = setup_database()["server"]  # django.setup() and migrate, as in drain.py
     from django.conf import settings
-    from django.db import connection
+    from django.db import InterfaceError, OperationalError, connection
 
     from django_leasejobs.worker import Worker
 
@@ -308,28 +335,34 @@ def soak(passes: int, debug: bool, trace: bool) -> dict[str, Any]:
     feeder = Feeder()
     samples: list[tuple[int, int]] = []
     notes: list[str] = []
+    # The worker survives a database restart (another process on this machine
+    # may do one, e.g. the chaos tests); so must its feeder. Outages are listed,
+    # and do not fail the soak: memory is what it measures.
+    outages: list[str] = []
     completed = 0
     max_query_log = 0
     next_sample, next_purge = SAMPLE_EVERY, PURGE_EVERY
     started = last_progress = time.monotonic()
     while completed < passes:
-        feeder.top_up()
-        report = worker.drive_once()
-        if report is None:  # the drive's due read failed; the worker logged why
-            notes.append(f"drive could not run after {completed} passes")
-        else:
-            completed += report.completed
-            notes += [f"error on {n.run_id}: {n.text}" for n in report.errors]
-            notes += [f"warning on {n.run_id}: {n.text}" for n in report.warnings]
-            if report.completed:
-                last_progress = time.monotonic()
-        if time.monotonic() - last_progress > STALL_TIMEOUT:
+        try:
+            feeder.top_up()
+        except (OperationalError, InterfaceError) as exc:
+            outages.append(f"after {completed} passes: top-up failed: {exc}".strip())
+            time.sleep(1)  # then drive_once() drops the broken connection and reconnects
+        done = account(worker.drive_once(), completed, notes, outages)
+        completed += done
+        if done:
+            last_progress = time.monotonic()
+        elif time.monotonic() - last_progress > STALL_TIMEOUT:
             raise TimeoutError(f"no pass completed for {STALL_TIMEOUT} s after {completed}")
         # What drive_once() leaves in the log: one drive's queries, if it resets it.
         max_query_log = max(max_query_log, len(connection.queries_log))
         if completed >= next_purge:
-            feeder.purge()
-            next_purge += PURGE_EVERY
+            try:
+                feeder.purge()
+                next_purge += PURGE_EVERY
+            except (OperationalError, InterfaceError) as exc:  # retried after the next drive
+                outages.append(f"after {completed} passes: purge failed: {exc}".strip())
         if completed >= next_sample:
             kib = rss_kib()
             if tracemalloc.is_tracing():  # its own bookkeeping is no growth of ours
@@ -337,8 +370,8 @@ def soak(passes: int, debug: bool, trace: bool) -> dict[str, Any]:
             samples.append((completed, kib))
             rate = completed / (time.monotonic() - started)
             print(
-                f"  DEBUG={debug} {completed:>7,} passes  RSS {samples[-1][1] / 1024:7.1f} MiB"
-                f"  ({rate:,.0f} passes/s)",
+                f"  DEBUG={debug} {completed:>7,} passes  RSS {kib / 1024:7.1f} MiB"
+                f"  ({rate:,.0f} passes/s, {len(outages)} outages)",
                 flush=True,
             )
             next_sample += SAMPLE_EVERY
@@ -348,12 +381,7 @@ def soak(passes: int, debug: bool, trace: bool) -> dict[str, Any]:
                 tracemalloc.start(TRACEMALLOC_FRAMES)
     seconds = time.monotonic() - started
 
-    top: list[str] = []
-    overhead = ""
-    if trace:
-        top = tracemalloc_top(tracemalloc.take_snapshot())
-        overhead = f"{tracemalloc.get_tracemalloc_memory() / 2**20:.1f} MiB"
-        tracemalloc.stop()
+    top, overhead = tracemalloc_top() if trace else ([], "")
     return {
         "server": server,
         "passes": completed,
@@ -362,6 +390,7 @@ def soak(passes: int, debug: bool, trace: bool) -> dict[str, Any]:
         "purged": feeder.purged,
         "max_query_log": max_query_log,
         "notes": notes,
+        "outages": outages,
         "failures": check(feeder, completed, notes),
         "tracemalloc": top,
         "tracemalloc_overhead": overhead,

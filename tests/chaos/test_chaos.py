@@ -3,7 +3,8 @@
 N ``rundueJobs --loop`` workers drive M runs of ``tests.chaos_walk`` (several
 passes of several steps, each step appending a side-effect row). A killer
 SIGKILLs a random worker every few seconds and starts a replacement; one
-variant also restarts PostgreSQL in the middle. At the end every invariant of
+variant also restarts the database server (PostgreSQL or MariaDB) in the
+middle. At the end every invariant of
 the lease protocol is asserted, not just printed:
 
 * every run is ``done`` -- none lost, none stuck, none failed;
@@ -97,12 +98,35 @@ def unfinished() -> int | None:
         return None
 
 
-def restart_postgresql() -> None:
-    version = sorted(os.listdir("/etc/postgresql"))[-1]
-    subprocess.run(
-        ["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "restart"],
-        check=True, timeout=120,
-    )  # fmt: skip
+def wait_for(condition, seconds: float = 120) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "the database server did not restart in time"
+        time.sleep(0.2)
+
+
+def restart_database() -> None:
+    """Restart the database server under the workers' feet (this machine's own server)."""
+    if connection.vendor == "postgresql":
+        version = sorted(os.listdir("/etc/postgresql"))[-1]
+        subprocess.run(
+            ["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "restart"],
+            check=True, timeout=120,
+        )  # fmt: skip
+    else:
+        client = ["-h", "127.0.0.1", "-u", "root"]
+        subprocess.run(["mysqladmin", *client, "shutdown"], check=True, timeout=120)
+        # mysqladmin returns as the server starts to shut down; start a new one
+        # only once the old process is gone, or start-stop-daemon sees it running.
+        gone = ["pgrep", "-x", "mariadbd"]
+        wait_for(lambda: subprocess.run(gone, capture_output=True, check=False).returncode)
+        subprocess.run(
+            ["start-stop-daemon", "--start", "--oknodo", "--background",
+             "--exec", "/usr/sbin/mariadbd"],
+            check=True, timeout=60,
+        )  # fmt: skip
+        ping = ["mysqladmin", *client, "ping"]
+        wait_for(lambda: subprocess.run(ping, capture_output=True, check=False).returncode == 0)
     connection.close()
 
 
@@ -144,7 +168,7 @@ def run_chaos(tmp_path: Path, *, restart: bool) -> None:
                 # Done early: keep the fleet busy so the run meets its size.
                 runs += [start(JOB, payload, instance=f"chaos-{len(runs)}").run.pk]
             if restart and not restarted and now - began > MIN_SECONDS / 3:
-                restart_postgresql()
+                restart_database()
                 restarted = True
             if now >= next_kill:
                 fleet.kill_one()
@@ -184,7 +208,7 @@ def run_chaos(tmp_path: Path, *, restart: bool) -> None:
 
     passes_run = sum(len(p) for p in spans.values())
     print(
-        f"\nchaos{' + PostgreSQL restart' if restart else ''} on {connection.vendor}: "
+        f"\nchaos{' + server restart' if restart else ''} on {connection.vendor}: "
         f"runs={len(runs)} passes={passes_run} workers={WORKERS} kills={len(fleet.kills)} "
         f"duplicates={duplicates} wall={wall:.0f}s"
     )
@@ -196,6 +220,5 @@ def test_chaos_sigkilled_workers(tmp_path):
     run_chaos(tmp_path, restart=False)
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="restarts the PostgreSQL server")
-def test_chaos_sigkilled_workers_and_a_postgresql_restart(tmp_path):
+def test_chaos_sigkilled_workers_and_a_database_restart(tmp_path):
     run_chaos(tmp_path, restart=True)

@@ -34,24 +34,23 @@ def valid_positive_int(value: str) -> int:
     return number
 
 
-def valid_interval(value: str) -> float:
+def _seconds(value: str, *, allow_zero: bool) -> float:
     try:
         seconds = float(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds") from None
-    if not 0 < seconds <= 86400:
-        raise argparse.ArgumentTypeError(f"{value!r} must be between 0 and 86400 seconds")
+    if not (0 <= seconds if allow_zero else 0 < seconds) or seconds > 86400:
+        low = "from 0" if allow_zero else "more than 0"
+        raise argparse.ArgumentTypeError(f"{value!r} must be {low} and at most 86400 seconds")
     return seconds
+
+
+def valid_interval(value: str) -> float:
+    return _seconds(value, allow_zero=False)
 
 
 def valid_stop_timeout(value: str) -> float:
-    try:
-        seconds = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds") from None
-    if not 0 <= seconds <= 86400:
-        raise argparse.ArgumentTypeError(f"{value!r} must be between 0 and 86400 seconds")
-    return seconds
+    return _seconds(value, allow_zero=True)
 
 
 class Command(BaseCommand):
