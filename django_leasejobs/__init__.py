@@ -25,6 +25,7 @@ from .states import FailureCode, RunStatus
 if TYPE_CHECKING:
     from .driver import DriveReport, run_due_jobs
     from .passes import Pass, PassResult, PassTimedOut, StepReused
+    from .schedules import PauseResult, RunNowRefused, pause, resume, run_now
     from .store import StartResult, cancel, release, retry, start
 
 __version__ = "0.1.0.dev0"
@@ -43,17 +44,22 @@ __all__ = [
     "Pass",
     "PassResult",
     "PassTimedOut",
+    "PauseResult",
     "Retry",
+    "RunNowRefused",
     "RunStatus",
     "StartResult",
     "StepReused",
     "cancel",
     "get_job",
     "job",
+    "pause",
     "registry",
     "release",
+    "resume",
     "retry",
     "run_due_jobs",
+    "run_now",
     "start",
 ]
 
@@ -65,6 +71,11 @@ _LAZY = {
     "PassResult": ".passes",
     "PassTimedOut": ".passes",
     "StepReused": ".passes",
+    "PauseResult": ".schedules",
+    "RunNowRefused": ".schedules",
+    "pause": ".schedules",
+    "resume": ".schedules",
+    "run_now": ".schedules",
     "StartResult": ".store",
     "cancel": ".store",
     "release": ".store",

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 from django.db import DatabaseError, InterfaceError, OperationalError, router
 
-from . import store
+from . import schedules, store
 from .clock import get_clock
 from .conf import conf
 from .errors import describe
@@ -175,6 +175,9 @@ def run_due_jobs(
     by_name = {spec.name: spec for spec in specs}
 
     report = DriveReport()
+    # D6: schedules first, so a due time fired now is driven in this drive.
+    now = get_clock().now(router.db_for_write(Run))
+    schedules.fire_due_schedules(now, schedules.sync_schedules(now))
     _release_dead_holders(specs, conf.SCAN_MAX, report)
     for key in _snapshot(specs, conf.SCAN_MAX):
         if report.attempted >= limit or stop():

@@ -14,9 +14,10 @@ from django.utils.translation import gettext_lazy as _
 from .codec import Decoded, decode
 from .ids import new_id
 from .querysets import RunQuerySet
+from .registry import MissedRule
 from .states import FailureCode, RunStatus
 
-__all__ = ["Run", "Step"]
+__all__ = ["Missed", "MissedAction", "MissedCause", "Run", "Schedule", "Step"]
 
 JOB_NAME_LENGTH = 100
 INSTANCE_LENGTH = 200
@@ -172,3 +173,99 @@ class Step(models.Model):
 
     def decoded_result(self) -> Decoded:
         return decode(self.result)
+
+
+class MissedCause(models.TextChoices):
+    WORKER_DOWN = "worker_down", _("No drive ran at the due time")
+    PAUSED = "paused", _("The schedule was paused")
+
+
+class MissedAction(models.TextChoices):
+    SKIPPED = "skipped", _("Skipped")
+    CAUGHT_UP = "caught_up", _("Caught up")
+
+
+class Schedule(models.Model):
+    """The state of one scheduled job (SPEC §7). The definition is the code (S1)."""
+
+    job = models.CharField(_("job"), max_length=JOB_NAME_LENGTH, unique=True)
+    expression = models.CharField(_("cron expression"), max_length=200)
+    timezone = models.CharField(_("time zone"), max_length=64)
+    rule = models.CharField(
+        _("missed-run rule"),
+        max_length=max(len(value) for value in MissedRule.values),
+        choices=MissedRule.choices,
+        default=MissedRule.CATCH_UP_ONCE,
+    )
+    next_due_at = models.DateTimeField(_("next due at"), null=True, blank=True)
+    enabled = models.BooleanField(
+        _("enabled"), default=True, help_text=_("False once the job's schedule left the code.")
+    )
+    paused_at = models.DateTimeField(_("paused at"), null=True, blank=True)
+    paused_by = models.CharField(_("paused by"), max_length=150, blank=True, default="")
+    pause_note = models.CharField(_("pause note"), max_length=200, blank=True, default="")
+    last_run = models.ForeignKey(
+        Run,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("last run"),
+    )
+    last_run_at = models.DateTimeField(_("last run at"), null=True, blank=True)
+    last_outcome = models.CharField(_("last outcome"), max_length=16, blank=True, default="")
+    overdue_since = models.DateTimeField(
+        _("overdue since"),
+        null=True,
+        blank=True,
+        help_text=_("Set when job_overdue was sent for the current episode."),
+    )
+    updated_at = models.DateTimeField(_("updated at"), auto_now=True)
+
+    class Meta:
+        verbose_name = _("schedule")
+        verbose_name_plural = _("schedules")
+        indexes = [
+            models.Index(fields=["enabled", "next_due_at"], name="leasejobs_schedule_due"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job} ({self.expression}, {self.timezone})"
+
+
+class Missed(models.Model):
+    """One due time that did not run on time, and what its rule did about it (S3)."""
+
+    job = models.CharField(_("job"), max_length=JOB_NAME_LENGTH)
+    due_at = models.DateTimeField(_("due at"))
+    cause = models.CharField(
+        _("cause"),
+        max_length=max(len(value) for value in MissedCause.values),
+        choices=MissedCause.choices,
+    )
+    action = models.CharField(
+        _("action"),
+        max_length=max(len(value) for value in MissedAction.values),
+        choices=MissedAction.choices,
+    )
+    run = models.ForeignKey(
+        Run,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="missed",
+        verbose_name=_("run"),
+    )
+    recorded_at = models.DateTimeField(_("recorded at"))
+
+    class Meta:
+        verbose_name = _("missed due time")
+        verbose_name_plural = _("missed due times")
+        constraints = [
+            # Each due time is recorded once, whichever drive or resume saw it first.
+            models.UniqueConstraint(fields=["job", "due_at"], name="leasejobs_missed_job_due"),
+        ]
+        indexes = [models.Index(fields=["recorded_at"], name="leasejobs_missed_recorded")]
+
+    def __str__(self) -> str:
+        return f"{self.job} @ {self.due_at:%Y-%m-%d %H:%M} ({self.action})"

@@ -1,0 +1,107 @@
+"""``manage.py leasejobs_prune``: delete finished runs and old missed-run records (S7)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from datetime import timedelta
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import DatabaseError
+
+from django_leasejobs.errors import describe
+from django_leasejobs.retention import PruneReport, prune
+
+_LEVELS = {0: logging.ERROR, 1: logging.WARNING, 2: logging.INFO, 3: logging.DEBUG}
+
+#: A century: more would put the cutoff before the year 1 on some clocks.
+MAX_DAYS = 36500
+
+
+def valid_days(value: str) -> float:
+    try:
+        days = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of days") from None
+    # Written so that NaN and infinity fail too.
+    if not 0 < days <= MAX_DAYS:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} must be more than 0 and at most {MAX_DAYS} days"
+        )
+    return days
+
+
+def valid_batch_size(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} must be at least 1")
+    return number
+
+
+class Command(BaseCommand):
+    help = (
+        "Delete finished django-leasejobs runs (with their step rows) and missed-run records "
+        "older than the retention, in bounded batches. Live runs are never deleted."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--older-than",
+            type=valid_days,
+            default=None,
+            metavar="DAYS",
+            help=(
+                "Delete what is older than this many days, fractions allowed "
+                "(default: LEASEJOBS['RETENTION'], 30 days)."
+            ),
+        )
+        parser.add_argument(
+            "--batch-size",
+            type=valid_batch_size,
+            default=1000,
+            metavar="N",
+            help="Rows deleted per statement, each batch in its own transaction "
+            "(default: %(default)r).",
+        )
+        parser.add_argument(
+            "--dry-run", action="store_true", help="Count what would be deleted; delete nothing."
+        )
+        parser.add_argument(
+            "--json", action="store_true", help="Print the counts as one JSON object."
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        verbosity: int = options["verbosity"]
+        self._configure_logging(verbosity)
+        days: float | None = options["older_than"]
+        try:
+            report = prune(
+                older_than=None if days is None else timedelta(days=days),
+                batch_size=options["batch_size"],
+                dry_run=options["dry_run"],
+            )
+        except DatabaseError as exc:
+            # One line on stderr, for cron mail and alerting, whatever the driver said.
+            reason = " ".join(describe(exc).split())
+            raise CommandError(f"the prune could not run: {reason}") from None
+        self._print(report, as_json=options["json"], verbosity=verbosity)
+
+    def _print(self, report: PruneReport, *, as_json: bool, verbosity: int) -> None:
+        if as_json:
+            self.stdout.write(json.dumps(report.as_dict(), sort_keys=True))
+        elif verbosity >= 1:
+            self.stdout.write(report.summary())
+
+    def _configure_logging(self, verbosity: int) -> None:
+        logger = logging.getLogger("django_leasejobs")
+        logger.setLevel(_LEVELS.get(verbosity, logging.DEBUG))
+        if not logger.handlers and not logging.getLogger().handlers:
+            handler = logging.StreamHandler(sys.stderr)
+            handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+            logger.addHandler(handler)

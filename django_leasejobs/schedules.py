@@ -1,0 +1,368 @@
+"""Cron schedules: rows kept in step with the code, due times fired once, and
+the missed-run rules (SPEC §7, S1-S5).
+
+The definition is the code (``@job(schedule=...)``); a :class:`Schedule` row
+holds the state: the next due time, the pause, the last run. Every change of
+state that two drives could race on is a compare-and-set on that row --
+firing on ``next_due_at``, pausing on ``paused_at`` -- inside one transaction
+with what it records, so a due time is fired and recorded once however many
+drives or operators act at the same moment.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from django.conf import settings
+from django.db import router, transaction
+from django.dispatch import Signal
+
+from . import cron, signals
+from .clock import get_clock
+from .conf import conf
+from .models import Missed, MissedAction, MissedCause, Run, Schedule
+from .registry import Job, MissedRule, get_job, registry
+from .store import StartResult, start
+
+__all__ = [
+    "MISSED_MAX",
+    "PauseResult",
+    "RunNowRefused",
+    "fire_due_schedules",
+    "pause",
+    "resume",
+    "run_now",
+    "sync_schedules",
+]
+
+logger = logging.getLogger("django_leasejobs")
+
+#: The most missed due times one drive, resume or settle records for a job (S3).
+MISSED_MAX = 1000
+#: Pause notes are short: they are read in a list (S4).
+NOTE_MAX = 200
+
+
+def _zone(name: str) -> ZoneInfo:
+    return ZoneInfo(name)
+
+
+def _using() -> str:
+    return router.db_for_write(Schedule)
+
+
+def _iso(moment: datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+# -- S1: the rows follow the code ------------------------------------------------------
+
+
+def sync_schedules(now: datetime) -> list[Schedule]:
+    """Create, update or disable Schedule rows to match the registered jobs (S1).
+
+    A new schedule, or a changed expression or time zone, is due next after
+    *now*: nothing is owed for a definition that did not exist. A job whose
+    schedule left the code is disabled, never deleted (its history stays).
+    Returns the rows as they stand, for :func:`fire_due_schedules`: one read
+    of the table per drive.
+    """
+    specs = {spec.name: spec for spec in registry if spec.schedule}
+    rows = {row.job: row for row in Schedule.objects.using(_using())}
+    stale = False
+    for name, spec in specs.items():
+        assert spec.schedule is not None
+        zone = spec.timezone or settings.TIME_ZONE
+        row = rows.get(name)
+        if row is None:
+            Schedule.objects.using(_using()).get_or_create(
+                job=name,
+                defaults={
+                    "expression": spec.schedule,
+                    "timezone": zone,
+                    "rule": spec.missed,
+                    "next_due_at": cron.next_due(spec.schedule, _zone(zone), now),
+                },
+            )
+            stale = True
+            continue
+        changed = (row.expression, row.timezone) != (spec.schedule, zone)
+        if changed or row.rule != spec.missed or not row.enabled:
+            values: dict[str, Any] = {"rule": spec.missed, "enabled": True}
+            if changed or not row.enabled:
+                values |= {
+                    "expression": spec.schedule,
+                    "timezone": zone,
+                    "next_due_at": cron.next_due(spec.schedule, _zone(zone), now),
+                }
+            # Compare-and-set on what was read: a concurrent drive made the same change.
+            Schedule.objects.using(_using()).filter(
+                pk=row.pk, expression=row.expression, timezone=row.timezone, enabled=row.enabled
+            ).update(**values)
+            stale = True
+    gone = [name for name, row in rows.items() if row.enabled and name not in specs]
+    if gone:
+        Schedule.objects.using(_using()).filter(job__in=gone, enabled=True).update(enabled=False)
+        logger.warning("Schedules disabled (no longer in the code): %s", ", ".join(gone))
+        stale = True
+    return list(Schedule.objects.using(_using())) if stale else list(rows.values())
+
+
+# -- S2, S3: firing due times and the missed-run rules ------------------------------------
+
+
+@dataclass(frozen=True)
+class Window:
+    """What a rule does with the due times from a schedule's next due time to now."""
+
+    fire: list[datetime]  # the due times the run it starts covers (oldest first)
+    missed: list[datetime]  # the due times recorded in the ledger
+    dropped: int  # older missed due times only counted (bounded work)
+    caught_up: datetime | None  # the newest missed due time the run serves, if any
+    next_due_at: datetime | None
+
+
+def plan(row: Schedule, now: datetime, cause: str | None) -> Window:
+    """Decide what the due times in [``row.next_due_at``, *now*] come to (S2, S3).
+
+    Due times within ``MISSED_GRACE`` simply fire. Once the oldest is older
+    than that (a drive came late, ``cause="worker_down"``) or the schedule was
+    paused (``cause="paused"``), the job's rule applies to all of them.
+    """
+    zone, expression = _zone(row.timezone), row.expression
+    first = row.next_due_at
+    assert first is not None
+    late = cause is not None or now - first > conf.MISSED_GRACE
+    if not late:
+        due, _more = cron.oldest(expression, zone, first, now, MISSED_MAX)
+        return Window(due, [], 0, None, cron.next_due(expression, zone, due[-1]))
+    if row.rule == MissedRule.REQUIRED:
+        # Every missed due time runs, oldest first, a batch at a time; the next
+        # batch is planned once this one's run has finished.
+        batch, _more = cron.oldest(expression, zone, first, now, MISSED_MAX)
+        following = cron.next_due(expression, zone, batch[-1])
+        return Window(batch, batch, 0, batch[-1], following)
+    kept, dropped = cron.newest(expression, zone, first, now, MISSED_MAX)
+    next_due = cron.next_due(expression, zone, now)
+    if row.rule == MissedRule.SKIP:
+        return Window([], kept, dropped, None, next_due)
+    return Window(kept[-1:], kept, dropped, kept[-1], next_due)
+
+
+def fire_due_schedules(now: datetime, rows: list[Schedule]) -> list[str]:
+    """Fire every due, enabled, unpaused schedule in *rows* of a job registered here (S2, S3).
+
+    Returns the names of the jobs fired or recorded. Each schedule is one
+    transaction led by a compare-and-set on ``next_due_at``: a drive that lost
+    the race (or read *rows* before another drive fired) changes nothing and
+    records nothing.
+    """
+    acted: list[str] = []
+    for row in rows:
+        if not row.enabled or row.paused_at is not None or row.next_due_at is None:
+            continue
+        if row.next_due_at > now:
+            continue
+        if row.job not in registry:
+            continue  # another deployment's job (D2)
+        if row.rule == MissedRule.REQUIRED and _has_live_run(row.job):
+            continue  # the batch in flight runs first: one required due time after another
+        cause = MissedCause.WORKER_DOWN if now - row.next_due_at > conf.MISSED_GRACE else None
+        if _act(row, plan(row, now, cause), now, cause or MissedCause.WORKER_DOWN):
+            acted.append(row.job)
+    return acted
+
+
+def _has_live_run(job: str) -> bool:
+    return Run.objects.using(_using()).live().filter(job=job).exists()
+
+
+def _act(row: Schedule, window: Window, now: datetime, cause: str) -> bool:
+    """Move ``next_due_at`` (compare-and-set), record the ledger, start the run: one transaction."""
+    using = _using()
+    with transaction.atomic(using=using):
+        won = (
+            Schedule.objects.using(using)
+            .filter(pk=row.pk, next_due_at=row.next_due_at, enabled=True)
+            .update(next_due_at=window.next_due_at)
+        )
+        if not won:
+            return False
+        result = _start_for(row.job, window) if window.fire else None
+        if window.missed:
+            _record(row, window, result.run if result else None, now, cause)
+        if result is not None:
+            Schedule.objects.using(using).filter(pk=row.pk).update(
+                last_run=result.run, last_run_at=now
+            )
+    return True
+
+
+def _start_for(job: str, window: Window) -> StartResult:
+    payload = {
+        "due": _iso(window.fire[-1]),
+        "covers": [_iso(moment) for moment in window.fire],
+    }
+    # A run still live from an earlier due time is joined with again=True:
+    # overlapping firings collapse into one follow-up (S2).
+    return start(job, payload, again=True)
+
+
+def _record(row: Schedule, window: Window, run: Run | None, now: datetime, cause: str) -> None:
+    """Write the Missed ledger; the unique (job, due_at) keeps each due time to one row."""
+    caught = set(window.fire) if window.caught_up else set()
+    rows = [
+        Missed(
+            job=row.job,
+            due_at=moment,
+            cause=cause,
+            action=MissedAction.CAUGHT_UP if moment in caught else MissedAction.SKIPPED,
+            run=run if moment in caught else None,
+            recorded_at=now,
+        )
+        for moment in window.missed
+    ]
+    Missed.objects.using(_using()).bulk_create(rows, ignore_conflicts=True)
+    rule = row.rule
+    logger.info(
+        "Schedule missed job=%s cause=%s rule=%s recorded=%s older=%s",
+        row.job,
+        cause,
+        rule,
+        len(rows),
+        window.dropped,
+    )
+    _send(
+        signals.schedule_missed,
+        row,
+        due_times=list(window.missed),
+        cause=cause,
+        action=MissedAction.SKIPPED if rule == MissedRule.SKIP else MissedAction.CAUGHT_UP,
+        dropped=window.dropped,
+    )
+
+
+def _send(signal: Signal, schedule: Schedule, **extra: Any) -> None:
+    if signal.has_listeners():
+        transaction.on_commit(
+            lambda: signal.send(sender=Schedule, schedule=schedule, **extra), using=_using()
+        )
+
+
+# -- S4: pause and resume -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PauseResult:
+    """What pause() or resume() did: ``done`` False means it was so "already"."""
+
+    done: bool
+    schedule: Schedule
+    missed: int = 0
+
+
+def _schedule(job: str | Job) -> Schedule:
+    name = job.name if isinstance(job, Job) else job
+    return Schedule.objects.using(_using()).get(job=name)
+
+
+def pause(job: str | Job, by: str, note: str = "") -> PauseResult:
+    """Pause a schedule (S4): no due time fires until :func:`resume`.
+
+    A compare-and-set: of two pauses, the second answers ``done=False``
+    ("already paused"). *note* (at most 200 characters) says why.
+    """
+    if len(note) > NOTE_MAX:
+        raise ValueError(f"a pause note is at most {NOTE_MAX} characters")
+    row = _schedule(job)
+    now = get_clock().now(_using())
+    done = (
+        Schedule.objects.using(_using())
+        .filter(pk=row.pk, paused_at__isnull=True)
+        .update(paused_at=now, paused_by=by, pause_note=note)
+    )
+    row.refresh_from_db()
+    if done:
+        logger.info("Schedule paused job=%s by=%s", row.job, by)
+    return PauseResult(bool(done), row)
+
+
+def resume(job: str | Job, by: str) -> PauseResult:
+    """Resume a paused schedule (S4), applying its rule to what the pause missed.
+
+    Due times that passed while paused are recorded with cause ``paused`` and
+    handled by the job's rule (S3): ``skip`` runs nothing, ``catch_up_once``
+    one run now, ``required`` every one of them. A second resume answers
+    ``done=False``.
+    """
+    row = _schedule(job)
+    using = _using()
+    now = get_clock().now(using)
+    with transaction.atomic(using=using):
+        done = (
+            Schedule.objects.using(using)
+            .filter(pk=row.pk, paused_at__isnull=False)
+            .update(paused_at=None, paused_by="", pause_note="")
+        )
+        missed = 0
+        if done and row.next_due_at is not None and row.next_due_at <= now and row.enabled:
+            window = plan(row, now, MissedCause.PAUSED)
+            if _act(row, window, now, MissedCause.PAUSED):
+                missed = len(window.missed) + window.dropped
+    row.refresh_from_db()
+    if done:
+        logger.info("Schedule resumed job=%s by=%s missed=%s", row.job, by, missed)
+    return PauseResult(bool(done), row, missed)
+
+
+# -- S5: run now -----------------------------------------------------------------------------
+
+
+class RunNowRefused(Exception):
+    """Run now was refused; ``reason`` says why and ``retry_at`` when a place frees up."""
+
+    def __init__(self, reason: str, message: str, retry_at: datetime | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.retry_at = retry_at
+
+
+def run_now(job: str | Job, by: str) -> StartResult:
+    """Start a run by hand, outside the schedule (S5).
+
+    Refused (:class:`RunNowRefused`) for a job that is not safe to repeat,
+    for a job with a live run, and past ``HAND_RUNS_PER_HOUR`` hand runs in
+    the last hour -- with the time a place frees up.
+    """
+    spec = get_job(job)
+    if not spec.safe_to_repeat:
+        raise RunNowRefused(
+            "not_safe", f"{spec.name} is not safe to repeat: run it from its schedule"
+        )
+    using = _using()
+    now = get_clock().now(using)
+    runs = Run.objects.using(using).filter(job=spec.name)
+    if runs.live().exists():
+        raise RunNowRefused("live", f"{spec.name} already has a live run")
+    recent = list(
+        runs.filter(started_at__gt=now - timedelta(hours=1), payload__contains='"by_hand"')
+        .order_by("started_at")
+        .values_list("started_at", flat=True)[: conf.HAND_RUNS_PER_HOUR]
+    )
+    if len(recent) >= conf.HAND_RUNS_PER_HOUR:
+        frees = recent[0] + timedelta(hours=1)
+        raise RunNowRefused(
+            "cap",
+            f"{conf.HAND_RUNS_PER_HOUR} hand runs of {spec.name} in the last hour; "
+            f"the next is possible at {frees:%H:%M:%S} UTC",
+            retry_at=frees,
+        )
+    result = start(spec, {"by_hand": by, "at": _iso(now)})
+    if result.joined:  # a run went live between the check and the start
+        raise RunNowRefused("live", f"{spec.name} already has a live run")
+    logger.info("Run started by hand job=%s by=%s run=%s", spec.name, by, result.run.pk)
+    return result
