@@ -6,13 +6,14 @@ No SQL here: the due read is a queryset method and every write is the store's.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
 from django.db import DatabaseError, InterfaceError, OperationalError, router
 
-from . import schedules, store
+from . import retention, schedules, store
 from .clock import get_clock
 from .conf import conf
 from .errors import describe
@@ -177,7 +178,9 @@ def run_due_jobs(
     report = DriveReport()
     # D6: schedules first, so a due time fired now is driven in this drive.
     now = get_clock().now(router.db_for_write(Run))
-    schedules.fire_due_schedules(now, schedules.sync_schedules(now))
+    rows = schedules.sync_schedules(now)
+    schedules.fire_due_schedules(now, rows)
+    schedules.check_overdue(rows, now)
     _release_dead_holders(specs, conf.SCAN_MAX, report)
     for key in _snapshot(specs, conf.SCAN_MAX):
         if report.attempted >= limit or stop():
@@ -209,5 +212,23 @@ def run_due_jobs(
                 report.errors.append(Note(key.id, outcome.error))
             if outcome.warning:
                 report.warnings.append(Note(key.id, outcome.warning))
+    _housekeeping()
     logger.debug("Drive finished %s", report.summary())
     return report
+
+
+#: When this process last pruned (monotonic seconds); retention runs hourly at most (D6).
+_last_prune: float | None = None
+PRUNE_EVERY = 3600.0
+
+
+def _housekeeping() -> None:
+    """D6: after driving runs, prune old finished runs, at most once an hour per process."""
+    global _last_prune  # noqa: PLW0603 - a per-process timer, deliberately
+    if _last_prune is not None and time.monotonic() - _last_prune < PRUNE_EVERY:
+        return
+    _last_prune = time.monotonic()
+    try:
+        retention.prune()
+    except DatabaseError as exc:  # housekeeping never fails a drive
+        logger.error("Retention could not run: %s", describe(exc))

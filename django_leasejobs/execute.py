@@ -17,6 +17,7 @@ from django.db import transaction
 from django.dispatch import Signal
 
 from . import signals, store
+from .clock import get_clock
 from .codec import encode
 from .errors import describe
 from .exceptions import Defer, NotQueueSafe
@@ -95,7 +96,14 @@ def _one_pass(
         if not spec.safe_to_repeat:
             return _hold(run, owner)
         if spec.retry.exhausted(run.attempts):
-            return _settle(run, owner, FailureCode.LEASE_EXPIRED, store.TAKEOVER_NOTE, None)
+            return _settle(
+                run,
+                spec,
+                owner,
+                code=FailureCode.LEASE_EXPIRED,
+                error=store.TAKEOVER_NOTE,
+                retry_in=None,
+            )
     margin = lease * ENTRY_MARGIN
     if lease - timedelta(seconds=time.monotonic() - sent) <= margin or not store.begin(
         run_id, owner, margin
@@ -160,6 +168,7 @@ def _run_pass(
     if not done:
         return Outcome("advanced")
     logger.info("Run completed id=%s job=%s", run.pk, run.job)
+    _scheduled_outcome(run, spec, "done")
     _send(signals.run_completed, run)
     return Outcome("completed")
 
@@ -186,16 +195,17 @@ def _failed(run: Run, spec: Job, p: Pass, owner: str, exc: BaseException | None)
     if exhausted and failure is not None:
         code = FailureCode.STEP_EXHAUSTED
     retry_in = None if exhausted else policy.delay(against)
-    return _settle(run, owner, code, error, retry_in, attempts=attempts)
+    return _settle(run, spec, owner, code=code, error=error, retry_in=retry_in, attempts=attempts)
 
 
 def _settle(
     run: Run,
+    spec: Job,
     owner: str,
+    *,
     code: str,
     error: str,
     retry_in: timedelta | None,
-    *,
     attempts: int | None = None,
 ) -> Outcome:
     charged = run.attempts if attempts is None else attempts
@@ -214,6 +224,7 @@ def _settle(
         )
         return Outcome("retrying", error=error)
     logger.error("Run failed id=%s job=%s attempts=%s code=%s", run.pk, run.job, charged, code)
+    _scheduled_outcome(run, spec, "failed")
     _send(signals.run_failed, run, failure_code=code, error=error)
     return Outcome("failed", error=error)
 
@@ -251,6 +262,14 @@ def _admission_miss(run: Run, spec: Job, owner: str, sent: float, margin: timede
         )
         return Outcome("failed", error=warning, warning=warning)
     return Outcome("superseded", warning=warning)
+
+
+def _scheduled_outcome(run: Run, spec: Job, status: str) -> None:
+    """A scheduled job's final outcome is what its schedule shows (S6)."""
+    if spec.schedule:
+        from .schedules import record_outcome  # Schedules import the store; avoid a cycle.
+
+        record_outcome(run, status, get_clock().now())
 
 
 def _send(signal: Signal, run: Run, **extra: object) -> None:

@@ -214,6 +214,7 @@ class Schedule(models.Model):
     )
     last_run_at = models.DateTimeField(_("last run at"), null=True, blank=True)
     last_outcome = models.CharField(_("last outcome"), max_length=16, blank=True, default="")
+    last_success_at = models.DateTimeField(_("last success at"), null=True, blank=True)
     overdue_since = models.DateTimeField(
         _("overdue since"),
         null=True,

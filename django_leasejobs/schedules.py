@@ -366,3 +366,81 @@ def run_now(job: str | Job, by: str) -> StartResult:
         raise RunNowRefused("live", f"{spec.name} already has a live run")
     logger.info("Run started by hand job=%s by=%s run=%s", spec.name, by, result.run.pk)
     return result
+
+
+# -- S6: states, and job_overdue once per episode --------------------------------------------
+
+
+class State:
+    """What a schedule reads as (S6)."""
+
+    OK = "ok"
+    RUNNING = "running"
+    RETRYING = "retrying"
+    PAUSED = "paused"
+    FAILED = "failed"
+    STALLED = "stalled"
+    MISSED = "missed"
+    NEVER_RUN = "never_run"
+
+    OVERDUE = frozenset({STALLED, MISSED})
+
+
+def period(row: Schedule) -> timedelta:
+    """The time between two due times around the next one (for "missed": twice this)."""
+    zone = _zone(row.timezone)
+    first = row.next_due_at or cron.next_due(row.expression, zone, row.updated_at)
+    return cron.next_due(row.expression, zone, first) - first
+
+
+def state(row: Schedule, live: Run | None, now: datetime) -> str:
+    """Read *row* as one of the S6 states, given its live run (if any) at *now*."""
+    if row.paused_at is not None:
+        return State.PAUSED
+    if live is not None:
+        spec = registry.get(row.job) if row.job in registry else None
+        stall_after = (spec.stall_after if spec else None) or conf.STALL_AFTER
+        if now - live.started_at > stall_after:
+            return State.STALLED
+        return State.RETRYING if live.attempts else State.RUNNING
+    if row.last_run_at is None and row.last_success_at is None:
+        return State.NEVER_RUN
+    if row.last_outcome in ("failed", "cancelled"):
+        return State.FAILED
+    if row.last_success_at is None or now - row.last_success_at > 2 * period(row):
+        return State.MISSED
+    return State.OK
+
+
+def live_runs(jobs: list[str]) -> dict[str, Run]:
+    """The live run of each of *jobs* (at most one each, R1)."""
+    return {run.job: run for run in Run.objects.using(_using()).live().filter(job__in=jobs)}
+
+
+def check_overdue(rows: list[Schedule], now: datetime) -> None:
+    """Send ``job_overdue`` once per episode of a schedule reading stalled or missed (S6).
+
+    The episode is ``overdue_since``, set and cleared by compare-and-set, so
+    concurrent drives send the signal once.
+    """
+    watched = [row for row in rows if row.enabled and row.job in registry]
+    if not watched:
+        return
+    live = live_runs([row.job for row in watched])
+    for row in watched:
+        current = state(row, live.get(row.job), now)
+        same = Schedule.objects.using(_using()).filter(pk=row.pk)
+        if current in State.OVERDUE and row.overdue_since is None:
+            if same.filter(overdue_since__isnull=True).update(overdue_since=now):
+                logger.warning("Job overdue job=%s state=%s", row.job, current)
+                _send(signals.job_overdue, row, state=current)
+        elif current not in State.OVERDUE and row.overdue_since is not None:
+            same.filter(overdue_since__isnull=False).update(overdue_since=None)
+
+
+def record_outcome(run: Run, status: str, now: datetime) -> None:
+    """Note a scheduled run's final outcome on its schedule (S6)."""
+    values: dict[str, Any] = {"last_outcome": status}
+    if status == "done":
+        values["last_success_at"] = now
+    Schedule.objects.using(_using()).filter(job=run.job).update(**values)

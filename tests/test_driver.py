@@ -205,8 +205,9 @@ def test_report_is_json_ready(define, drive):
 # -- SPEC §13: statements per pass and per step, pinned ---
 
 #: Reads a drive makes once, whatever it drives: the clock, the schedules (S1,
-#: D6), the dead-holder scan (L9) and the snapshot (D1).
-DRIVE = 4
+#: D6), the live runs of scheduled jobs (S6), the dead-holder scan (L9) and the
+#: snapshot (D1).
+DRIVE = 5
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Schedules, S1-S5: rows follow the code, due times fire once, missed-run rules, pause/resume, run now."""
+"""Schedules, S1-S5: rows follow the code, due times fire once, missed-run rules, pause."""
 
 from __future__ import annotations
 
@@ -59,7 +59,11 @@ def runs(spec):
 def test_s1_a_drive_creates_the_row_due_next_after_now(hourly):
     spec = hourly()
     schedule = row(spec)
-    assert (schedule.expression, schedule.timezone, schedule.rule) == (HOURLY, "UTC", "catch_up_once")
+    assert (schedule.expression, schedule.timezone, schedule.rule) == (
+        HOURLY,
+        "UTC",
+        "catch_up_once",
+    )
     assert schedule.next_due_at == at(13)
     assert schedule.enabled
     assert not runs(spec).exists()  # nothing is owed for a schedule that did not exist
@@ -108,9 +112,7 @@ def test_s2_a_due_time_fires_one_run_covering_it(hourly, drive, frozen_clock):
     assert not Missed.objects.exists()
 
 
-def test_s2_a_run_still_live_at_the_next_due_time_is_joined_with_again(
-    define, drive, frozen_clock
-):
+def test_s2_a_run_still_live_at_the_next_due_time_is_joined_with_again(define, drive, frozen_clock):
     from django_leasejobs import Defer
 
     spec = define(
@@ -192,7 +194,10 @@ def test_s3_a_second_restore_records_nothing_twice(hourly, drive, frozen_clock):
 
 
 def test_s3_a_due_time_within_the_grace_just_fires(hourly, drive, frozen_clock, settings):
-    settings.LEASEJOBS = {"CLOCK": "django_leasejobs.clock.FrozenClock", "MISSED_GRACE": timedelta(minutes=5)}
+    settings.LEASEJOBS = {
+        "CLOCK": "django_leasejobs.clock.FrozenClock",
+        "MISSED_GRACE": timedelta(minutes=5),
+    }
     spec = hourly("skip")
     frozen_clock.set(at(13, 4))
     drive(spec)
