@@ -33,3 +33,11 @@ def drain(job: str, seconds: float, max_passes: int = 1) -> dict[str, int]:
                 break
             time.sleep(0.01)
     return totals
+
+
+def drive_once(jobs: list[str]) -> dict[str, int]:
+    """One drive of *jobs*; the report's counts."""
+    from django_leasejobs import run_due_jobs
+
+    report = run_due_jobs(jobs=jobs)
+    return {"attempted": report.attempted, "completed": report.completed}
