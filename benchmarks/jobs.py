@@ -34,3 +34,8 @@ def steps(p):
     for i in range(p.payload["steps"]):
         p.step(f"s{i}", lambda i=i: i)  # Bound now: ruff B023, though each runs at once.
     return p.done()
+
+
+@job("bench.minutely_skip", schedule="* * * * *", timezone="UTC", missed="skip")
+def minutely_skip(p):
+    return p.done()
