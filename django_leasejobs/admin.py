@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from .models import Run, Step
+from .models import Missed, Run, Schedule, Step
 
 if TYPE_CHECKING:
     RunModelAdmin = admin.ModelAdmin[Run]
@@ -60,3 +60,49 @@ class RunAdmin(RunModelAdmin):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+
+if TYPE_CHECKING:
+    ScheduleModelAdmin = admin.ModelAdmin[Schedule]
+    MissedModelAdmin = admin.ModelAdmin[Missed]
+else:
+    ScheduleModelAdmin = admin.ModelAdmin
+    MissedModelAdmin = admin.ModelAdmin
+
+
+class ReadOnlyMixin:
+    """The protocol owns these rows: operators read them, actions change them."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Schedule)
+class ScheduleAdmin(ReadOnlyMixin, ScheduleModelAdmin):
+    list_display = (
+        "job",
+        "expression",
+        "timezone",
+        "rule",
+        "next_due_at",
+        "enabled",
+        "paused_at",
+        "paused_by",
+        "last_run_at",
+        "last_outcome",
+    )
+    list_filter = ("enabled", "rule")
+    search_fields = ("job",)
+    ordering = ("job",)
+
+
+@admin.register(Missed)
+class MissedAdmin(ReadOnlyMixin, MissedModelAdmin):
+    list_display = ("job", "due_at", "cause", "action", "run", "recorded_at")
+    list_filter = ("cause", "action", "job")
+    ordering = ("-due_at",)
+    list_select_related = ("run",)
+    show_full_result_count = False
