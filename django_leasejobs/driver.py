@@ -179,7 +179,7 @@ def run_due_jobs(
     # D6: schedules first, so a due time fired now is driven in this drive.
     now = get_clock().now(router.db_for_write(Run))
     rows = schedules.sync_schedules(now)
-    schedules.fire_due_schedules(now, rows)
+    schedules.fire_due_schedules(now, rows, None if jobs is None else set(by_name))
     schedules.check_overdue(rows, now)
     _release_dead_holders(specs, conf.SCAN_MAX, report)
     for key in _snapshot(specs, conf.SCAN_MAX):

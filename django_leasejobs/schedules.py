@@ -153,8 +153,12 @@ def plan(row: Schedule, now: datetime, cause: str | None) -> Window:
     return Window(kept[-1:], kept, dropped, kept[-1], next_due)
 
 
-def fire_due_schedules(now: datetime, rows: list[Schedule]) -> list[str]:
+def fire_due_schedules(
+    now: datetime, rows: list[Schedule], jobs: set[str] | None = None
+) -> list[str]:
     """Fire every due, enabled, unpaused schedule in *rows* of a job registered here (S2, S3).
+
+    *jobs* narrows it to the jobs a drive was asked to handle (``--job``).
 
     Returns the names of the jobs fired or recorded. Each schedule is one
     transaction led by a compare-and-set on ``next_due_at``: a drive that lost
@@ -167,8 +171,8 @@ def fire_due_schedules(now: datetime, rows: list[Schedule]) -> list[str]:
             continue
         if row.next_due_at > now:
             continue
-        if row.job not in registry:
-            continue  # another deployment's job (D2)
+        if row.job not in registry or (jobs is not None and row.job not in jobs):
+            continue  # another deployment's job (D2), or not this drive's
         if row.rule == MissedRule.REQUIRED and _has_live_run(row.job):
             continue  # the batch in flight runs first: one required due time after another
         cause = MissedCause.WORKER_DOWN if now - row.next_due_at > conf.MISSED_GRACE else None

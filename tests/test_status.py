@@ -1,0 +1,334 @@
+"""``manage.py leasejobs_status``: schedules with their S6 state, and live runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.db import OperationalError
+
+from django_leasejobs import RunStatus, pause, run_due_jobs
+from django_leasejobs.management.commands import leasejobs_status
+from django_leasejobs.models import Schedule
+from tests.factories import RunFactory
+
+pytestmark = pytest.mark.django_db
+
+NOON = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+SECRET = "sk_live_4f9a2c7e1b3d5f60aa91"
+
+
+@pytest.fixture
+def scheduled(define, frozen_clock):
+    """Define hourly UTC jobs and drive once at noon, which creates their Schedule rows."""
+
+    def make(*names):
+        for name in names:
+            define(name, lambda p: p.done(), schedule="0 * * * *", timezone="UTC")
+        run_due_jobs(jobs=list(names))
+
+    return make
+
+
+def status(*args):
+    out = StringIO()
+    call_command("leasejobs_status", *args, stdout=out)
+    return out.getvalue()
+
+
+def as_json(*args):
+    return json.loads(status("--json", *args))
+
+
+def line_of(output, first_cell):
+    """The table line whose first cell is *first_cell*."""
+    (line,) = [line for line in output.splitlines() if line.split("  ")[0] == first_cell]
+    return line
+
+
+def held_run(job="t.status", **fields):
+    values = {
+        "status": RunStatus.HELD,
+        "attempts": 3,
+        "failure_code": "handler_failed",
+        "started_at": NOON - timedelta(minutes=5),
+        "cursor": '{"page": 7}',
+        "payload": json.dumps({"api_key": SECRET}),
+    }
+    return RunFactory(job=job, **(values | fields))
+
+
+def test_the_table_lists_a_schedule_with_its_state_and_next_due(scheduled):
+    scheduled("t.status")
+    output = status()
+    row = line_of(output, "t.status")
+    assert "never_run" in row
+    assert "0 * * * * (UTC)" in row
+    assert "catch_up_once" in row
+    assert "2026-03-01T13:00:00+00:00" in row
+    assert row.endswith("yes")
+    assert output.startswith("now 2026-03-01T12:00:00+00:00\n")
+    assert "no live runs" in output
+
+
+def test_columns_are_as_wide_as_their_content(scheduled):
+    scheduled("t.status", "t.status.with.a.much.longer.name")
+    lines = status().splitlines()
+    header = next(line for line in lines if line.startswith("JOB "))
+    column = header.index("STATE")
+    for job in ("t.status", "t.status.with.a.much.longer.name"):
+        row = line_of("\n".join(lines), job)
+        assert row[column:].startswith("never_run")
+        assert row[column - 2 : column] == "  "
+    assert column == len("t.status.with.a.much.longer.name") + 2
+
+
+def test_a_paused_schedule_reads_paused_with_who_and_why(scheduled):
+    scheduled("t.status")
+    pause("t.status", by="alice", note="deploy freeze\nuntil Monday")
+    output = status()
+    row = line_of(output, "t.status")
+    assert " paused " in row
+    assert "alice: deploy freeze until Monday" in row  # one line, whatever the note holds
+    entry = as_json()["schedules"]
+    (paused,) = [item for item in entry if item["job"] == "t.status"]
+    assert paused["state"] == "paused"
+    assert paused["paused"] is True
+    assert (paused["paused_by"], paused["pause_note"]) == ("alice", "deploy freeze\nuntil Monday")
+    assert paused["paused_at"] == "2026-03-01T12:00:00+00:00"
+
+
+@pytest.mark.parametrize(
+    ("attempts", "age", "expected"),
+    [(0, timedelta(minutes=1), "running"), (2, timedelta(minutes=1), "retrying")],
+)
+def test_a_live_run_gives_its_schedule_state(scheduled, attempts, age, expected):
+    scheduled("t.status")
+    RunFactory(job="t.status", instance="default", attempts=attempts, started_at=NOON - age)
+    assert f"  {expected}  " in line_of(status(), "t.status")
+
+
+def test_a_run_live_longer_than_stall_after_reads_stalled(scheduled):
+    scheduled("t.status")
+    held_run(started_at=NOON - timedelta(minutes=16))  # STALL_AFTER is 15 minutes
+    assert "  stalled  " in line_of(status(), "t.status")
+
+
+def test_a_disabled_schedule_says_so_and_comes_after_the_enabled(scheduled):
+    scheduled("t.status")
+    Schedule.objects.create(job="a.gone", expression="0 3 * * *", timezone="UTC", enabled=False)
+    output = status()
+    assert line_of(output, "a.gone").endswith("disabled")
+    assert output.index("t.status") < output.index("a.gone")
+    jobs = [entry["job"] for entry in as_json()["schedules"]]
+    assert jobs.index("t.status") < jobs.index("a.gone")
+
+
+def test_a_live_held_run_is_listed(scheduled):
+    scheduled("t.status")
+    run = held_run()
+    output = status()
+    row = line_of(output, run.id)
+    for cell in ("t.status", run.instance, "held", "3", "handler_failed", '{"page": 7}'):
+        assert f"  {cell}" in row
+    assert "2026-03-01T11:55:00+00:00" in row  # started
+    assert "no live runs" not in output
+
+
+def test_finished_runs_are_not_listed(scheduled):
+    scheduled("t.status")
+    done = RunFactory(job="t.status", status=RunStatus.DONE, started_at=NOON)
+    assert done.id not in status()
+    assert as_json()["runs"] == []
+
+
+def test_the_lease_holder_is_shown_while_leased(frozen_clock):
+    leased = RunFactory(
+        job="t.status",
+        started_at=NOON,
+        next_attempt_at=NOON + timedelta(minutes=5),
+        lease_owner="01JOWNER0000000000000000AA",
+        lease_holder="web-1:4242:1700000000:ns",
+    )
+    expired = RunFactory(
+        job="t.status",
+        started_at=NOON - timedelta(minutes=1),
+        next_attempt_at=NOON - timedelta(seconds=1),
+        lease_owner="01JOWNER0000000000000000BB",
+        lease_holder="web-2:99:1700000000:ns",
+    )
+    released = RunFactory(
+        job="t.status",
+        started_at=NOON - timedelta(minutes=2),
+        lease_holder="web-3:7:1700000000:ns",  # the last claimer, lease released
+    )
+    output = status()
+    assert line_of(output, leased.id).endswith("web-1:4242:1700000000:ns")
+    assert line_of(output, expired.id).endswith("web-2:99:1700000000:ns (expired)")
+    assert "web-3" not in line_of(output, released.id)
+    runs = {entry["id"]: entry for entry in as_json()["runs"]}
+    assert runs[leased.id]["lease_holder"] == "web-1:4242:1700000000:ns"
+    assert runs[leased.id]["lease_expired"] is False
+    assert runs[expired.id]["lease_expired"] is True
+    assert (runs[released.id]["lease_holder"], runs[released.id]["lease_expired"]) == (None, None)
+
+
+def test_json_parses_and_holds_the_same(scheduled):
+    scheduled("t.status")
+    run = held_run()
+    data = as_json()
+    assert set(data) == {"now", "schedules", "runs"}
+    assert data["now"] == "2026-03-01T12:00:00+00:00"
+    (schedule,) = [entry for entry in data["schedules"] if entry["job"] == "t.status"]
+    # The held run is live, with attempts, 5 minutes old.
+    assert schedule.pop("state") == "retrying"
+    assert schedule == {
+        "job": "t.status",
+        "enabled": True,
+        "expression": "0 * * * *",
+        "timezone": "UTC",
+        "rule": "catch_up_once",
+        "next_due_at": "2026-03-01T13:00:00+00:00",
+        "paused": False,
+        "paused_at": None,
+        "paused_by": None,
+        "pause_note": None,
+        "last_run": None,
+        "last_outcome": None,
+        "last_run_at": None,
+        "last_success_at": None,
+    }
+    assert data["runs"] == [
+        {
+            "id": run.id,
+            "job": "t.status",
+            "instance": run.instance,
+            "status": "held",
+            "attempts": 3,
+            "failure_code": "handler_failed",
+            "cursor": '{"page": 7}',
+            "started_at": "2026-03-01T11:55:00+00:00",
+            "next_attempt_at": None,
+            "lease_holder": None,
+            "lease_expired": None,
+        }
+    ]
+
+
+def test_the_last_run_is_shown(scheduled, frozen_clock):
+    scheduled("t.status")
+    frozen_clock.set(NOON + timedelta(hours=1))
+    run_due_jobs(jobs=["t.status"])  # fires the 13:00 due time; the run completes
+    schedule = Schedule.objects.get(job="t.status")
+    assert schedule.last_run_id is not None
+    row = line_of(status(), "t.status")
+    assert f"{schedule.last_run_id} done 2026-03-01T13:00:00+00:00" in row
+    assert "  ok  " in row
+
+
+def test_job_filters_both_tables(scheduled):
+    scheduled("t.status", "t.other")
+    mine, theirs = held_run(), held_run(job="t.other")
+    output = status("--job", "t.status")
+    assert "t.status" in output
+    assert "t.other" not in output
+    assert "tests.nightly" not in output  # a scheduled job of tests/jobs.py
+    assert mine.id in output
+    assert theirs.id not in output
+    data = as_json("--job", "t.other", "--job", "t.status")
+    assert sorted(entry["job"] for entry in data["schedules"]) == ["t.other", "t.status"]
+    assert sorted(entry["id"] for entry in data["runs"]) == sorted([mine.id, theirs.id])
+    assert as_json("--job", "t.nobody") == {**data, "schedules": [], "runs": []}
+
+
+def test_an_empty_database(frozen_clock):
+    output = status()
+    assert output == "now 2026-03-01T12:00:00+00:00\n\nSchedules\nno schedules\n\n" + (
+        "Live runs (newest first)\nno live runs\n"
+    )
+    assert as_json() == {"now": "2026-03-01T12:00:00+00:00", "schedules": [], "runs": []}
+
+
+def test_the_payload_never_appears(scheduled):
+    scheduled("t.status")
+    held_run(rerun_payload=json.dumps({"api_key": SECRET}), rerun_requested=True)
+    RunFactory(job="t.status", started_at=NOON, payload=json.dumps({"password": SECRET}))
+    for output in (status(), status("--json"), status("--job", "t.status")):
+        assert SECRET not in output
+        assert "api_key" not in output
+        assert "password" not in output
+
+
+def test_the_cursor_is_cut_to_40_characters(frozen_clock):
+    cursor = json.dumps({"after": "x" * 100})
+    run = RunFactory(job="t.status", started_at=NOON, cursor=cursor)
+    (entry,) = as_json()["runs"]
+    assert entry["cursor"] == cursor[:39] + "…"
+    assert len(entry["cursor"]) == 40
+    assert f"  {cursor[:39]}…  " in line_of(status(), run.id)
+
+
+def test_runs_newest_first_at_most_limit(frozen_clock):
+    runs = [RunFactory(job="t.status", started_at=NOON - timedelta(minutes=n)) for n in range(4)]
+    assert [entry["id"] for entry in as_json()["runs"]] == [run.id for run in runs]
+    assert [entry["id"] for entry in as_json("--limit", "2")["runs"]] == [
+        runs[0].id,
+        runs[1].id,
+    ]
+    output = status("--limit", "2")
+    assert runs[2].id not in output
+    assert "(more than 2 live runs: --limit N shows more)" in output
+    assert "more than" not in status("--limit", "4")
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "x", "10001"])
+def test_an_invalid_limit_is_refused(value):
+    with pytest.raises(CommandError):
+        call_command("leasejobs_status", "--limit", value)
+
+
+def test_a_database_error_is_a_one_line_command_error(monkeypatch, scheduled):
+    scheduled("t.status")
+
+    def broken(jobs):
+        raise OperationalError("server closed the connection\nunexpectedly")
+
+    monkeypatch.setattr(leasejobs_status, "live_runs", broken)
+    with pytest.raises(CommandError) as info:
+        call_command("leasejobs_status")
+    assert str(info.value) == (
+        "the status could not be read: OperationalError: server closed the connection unexpectedly"
+    )
+
+
+def test_an_unreachable_database_exits_1_with_one_line(tmp_path):
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "DATABASE_URL": f"sqlite:///{tmp_path}/missing/dir/db.sqlite3",
+    }
+    env.pop("LEASEJOBS_TEST_DB_NAME", None)
+    completed = subprocess.run(
+        [sys.executable, "-m", "django", "leasejobs_status"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert completed.returncode == 1
+    lines = completed.stderr.strip().splitlines()
+    assert len(lines) == 1, completed.stderr
+    assert lines[0].startswith("CommandError: the status could not be read: OperationalError")
+    assert completed.stdout == ""
+
+
+def test_wide_characters_keep_columns_aligned():
+    lines = leasejobs_status.table(("A", "B"), [("日本", "x"), ("ab", "y"), (None, "z")])
+    assert lines == ["A     B", "日本  x", "ab    y", "—     z"]
