@@ -39,3 +39,21 @@ def python(code: str) -> subprocess.Popen:
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def against_missing_database(tmp_path, *args: str) -> subprocess.CompletedProcess:
+    """Run ``python -m django <args>`` with a database that cannot be opened."""
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "DATABASE_URL": f"sqlite:///{tmp_path}/missing/dir/db.sqlite3",
+    }
+    env.pop("LEASEJOBS_TEST_DB_NAME", None)
+    return subprocess.run(
+        [sys.executable, "-m", "django", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
@@ -15,7 +12,7 @@ from django.core.management import CommandError, call_command
 from django_leasejobs import RunStatus, start
 from django_leasejobs.models import Run
 from tests.models import Effect
-from tests.subprocesses import django_command
+from tests.subprocesses import against_missing_database, django_command
 
 WAIT = 60  # seconds a subprocess may take to get somewhere before the test gives up
 
@@ -85,20 +82,7 @@ def test_d5_bad_options_are_refused(args):
 
 
 def test_d5_an_unreachable_database_exits_non_zero_with_one_line(tmp_path):
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "tests.settings",
-        "DATABASE_URL": f"sqlite:///{tmp_path}/missing/dir/db.sqlite3",
-    }
-    env.pop("LEASEJOBS_TEST_DB_NAME", None)
-    completed = subprocess.run(
-        [sys.executable, "-m", "django", "rundueJobs"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=WAIT,
-        check=False,
-    )
+    completed = against_missing_database(tmp_path, "rundueJobs")
     assert completed.returncode == 1
     lines = completed.stderr.strip().splitlines()
     assert len(lines) == 1, completed.stderr

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
-import subprocess
-import sys
 from datetime import timedelta
 
 import pytest
@@ -21,6 +18,7 @@ from django_leasejobs.models import Missed, MissedAction, MissedCause, Run, Sche
 from django_leasejobs.retention import PruneReport, prune
 from django_leasejobs.states import LIVE_STATUSES, RunStatus
 from tests.factories import RunFactory, StepFactory
+from tests.subprocesses import against_missing_database
 from tests.utils import statements
 
 DAY = timedelta(days=1)
@@ -385,20 +383,7 @@ def test_s7_command_database_error_is_a_one_line_command_error(monkeypatch):
 
 
 def test_s7_command_unreachable_database_exits_non_zero_with_one_line(tmp_path):
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "tests.settings",
-        "DATABASE_URL": f"sqlite:///{tmp_path}/missing/dir/db.sqlite3",
-    }
-    env.pop("LEASEJOBS_TEST_DB_NAME", None)
-    completed = subprocess.run(
-        [sys.executable, "-m", "django", "leasejobs_prune"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    completed = against_missing_database(tmp_path, "leasejobs_prune")
     assert completed.returncode == 1
     lines = completed.stderr.strip().splitlines()
     assert len(lines) == 1, completed.stderr

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 from io import StringIO
 
@@ -17,6 +14,7 @@ from django_leasejobs import RunStatus, pause, run_due_jobs
 from django_leasejobs.management.commands import leasejobs_status
 from django_leasejobs.models import Schedule
 from tests.factories import RunFactory
+from tests.subprocesses import against_missing_database
 
 pytestmark = pytest.mark.django_db
 
@@ -308,20 +306,7 @@ def test_a_database_error_is_a_one_line_command_error(monkeypatch, scheduled):
 
 
 def test_an_unreachable_database_exits_1_with_one_line(tmp_path):
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "tests.settings",
-        "DATABASE_URL": f"sqlite:///{tmp_path}/missing/dir/db.sqlite3",
-    }
-    env.pop("LEASEJOBS_TEST_DB_NAME", None)
-    completed = subprocess.run(
-        [sys.executable, "-m", "django", "leasejobs_status"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    completed = against_missing_database(tmp_path, "leasejobs_status")
     assert completed.returncode == 1
     lines = completed.stderr.strip().splitlines()
     assert len(lines) == 1, completed.stderr

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import sys
@@ -13,6 +12,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError
 
 from django_leasejobs.errors import describe
+from django_leasejobs.management.arguments import quantity, whole_number
 from django_leasejobs.retention import PruneReport, prune
 
 _LEVELS = {0: logging.ERROR, 1: logging.WARNING, 2: logging.INFO, 3: logging.DEBUG}
@@ -21,27 +21,8 @@ _LEVELS = {0: logging.ERROR, 1: logging.WARNING, 2: logging.INFO, 3: logging.DEB
 MAX_DAYS = 36500
 
 
-def valid_days(value: str) -> float:
-    try:
-        days = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number of days") from None
-    # Written so that NaN and infinity fail too.
-    if not 0 < days <= MAX_DAYS:
-        raise argparse.ArgumentTypeError(
-            f"{value!r} must be more than 0 and at most {MAX_DAYS} days"
-        )
-    return days
-
-
-def valid_batch_size(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"{value!r} must be at least 1")
-    return number
+valid_days = quantity("days", most=MAX_DAYS, zero_ok=False)
+valid_batch_size = whole_number(1)
 
 
 class Command(BaseCommand):

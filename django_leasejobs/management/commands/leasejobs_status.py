@@ -8,7 +8,6 @@ read into the output; its cursor is shown as raw text cut to 40 characters.
 
 from __future__ import annotations
 
-import argparse
 import json
 import unicodedata
 from collections.abc import Sequence
@@ -20,6 +19,7 @@ from django.db import DatabaseError, router
 
 from django_leasejobs.clock import get_clock
 from django_leasejobs.errors import describe
+from django_leasejobs.management.arguments import whole_number
 from django_leasejobs.models import Run, Schedule
 from django_leasejobs.schedules import live_runs, state
 from django_leasejobs.states import RunStatus
@@ -47,14 +47,7 @@ _RUN_FIELDS = (
 )
 
 
-def valid_limit(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
-    if not 1 <= number <= LIMIT_MAX:
-        raise argparse.ArgumentTypeError(f"{value!r} must be from 1 to {LIMIT_MAX}")
-    return number
+valid_limit = whole_number(1, LIMIT_MAX)
 
 
 def _iso(moment: datetime | None) -> str | None:

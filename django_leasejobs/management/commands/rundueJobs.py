@@ -5,7 +5,6 @@ The name is the one users asked for; ``run_due_jobs`` is the conventional alias.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import sys
@@ -18,39 +17,16 @@ from django_leasejobs.conf import conf
 from django_leasejobs.driver import DriveReport, run_due_jobs
 from django_leasejobs.errors import describe
 from django_leasejobs.exceptions import JobNotRegistered
+from django_leasejobs.management.arguments import quantity, whole_number
 from django_leasejobs.registry import get_job
 from django_leasejobs.worker import Worker
 
 _LEVELS = {0: logging.ERROR, 1: logging.WARNING, 2: logging.INFO, 3: logging.DEBUG}
 
 
-def valid_positive_int(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"{value!r} must be at least 1")
-    return number
-
-
-def _seconds(value: str, *, allow_zero: bool) -> float:
-    try:
-        seconds = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds") from None
-    if not (0 <= seconds if allow_zero else 0 < seconds) or seconds > 86400:
-        low = "from 0" if allow_zero else "more than 0"
-        raise argparse.ArgumentTypeError(f"{value!r} must be {low} and at most 86400 seconds")
-    return seconds
-
-
-def valid_interval(value: str) -> float:
-    return _seconds(value, allow_zero=False)
-
-
-def valid_stop_timeout(value: str) -> float:
-    return _seconds(value, allow_zero=True)
+valid_positive_int = whole_number(1)
+valid_interval = quantity("seconds", most=86400, zero_ok=False)
+valid_stop_timeout = quantity("seconds", most=86400, zero_ok=True)
 
 
 class Command(BaseCommand):
