@@ -129,15 +129,14 @@ class Window:
 def plan(row: Schedule, now: datetime, cause: str | None) -> Window:
     """Decide what the due times in [``row.next_due_at``, *now*] come to (S2, S3).
 
-    Due times within ``MISSED_GRACE`` simply fire. Once the oldest is older
-    than that (a drive came late, ``cause="worker_down"``) or the schedule was
-    paused (``cause="paused"``), the job's rule applies to all of them.
+    Without a *cause* the due times simply fire (they are within
+    ``MISSED_GRACE``). With one -- a drive came late (``worker_down``) or the
+    schedule was paused (``paused``) -- the job's rule applies to all of them.
     """
     zone, expression = _zone(row.timezone), row.expression
     first = row.next_due_at
     assert first is not None
-    late = cause is not None or now - first > conf.MISSED_GRACE
-    if not late:
+    if cause is None:
         due, _more = cron.oldest(expression, zone, first, now, MISSED_MAX)
         return Window(due, [], 0, None, cron.next_due(expression, zone, due[-1]))
     if row.rule == MissedRule.REQUIRED:
