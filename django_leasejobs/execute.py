@@ -279,6 +279,6 @@ def _send(signal: Signal, run: Run, **extra: object) -> None:
 
     def fire() -> None:
         run.refresh_from_db()
-        signal.send(sender=type(run), run=run, **extra)
+        signals.send_robust(signal, type(run), run=run, **extra)
 
     transaction.on_commit(fire)

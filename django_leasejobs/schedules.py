@@ -26,6 +26,7 @@ from .clock import get_clock
 from .conf import conf
 from .models import Missed, MissedAction, MissedCause, Run, Schedule
 from .registry import Job, MissedRule, get_job, registry
+from .signals import send_robust
 from .store import StartResult, start
 
 __all__ = [
@@ -93,7 +94,10 @@ def sync_schedules(now: datetime) -> list[Schedule]:
         changed = (row.expression, row.timezone) != (spec.schedule, zone)
         if changed or row.rule != spec.missed or not row.enabled:
             values: dict[str, Any] = {"rule": spec.missed, "enabled": True}
-            if changed or not row.enabled:
+            # Re-enabling an unchanged definition keeps its next due time, so
+            # what passed meanwhile goes through the missed-run rule (S3) rather
+            # than vanishing; only a changed expression starts again from now.
+            if changed:
                 values |= {
                     "expression": spec.schedule,
                     "timezone": zone,
@@ -252,7 +256,7 @@ def _record(row: Schedule, window: Window, run: Run | None, now: datetime, cause
 def _send(signal: Signal, schedule: Schedule, **extra: Any) -> None:
     if signal.has_listeners():
         transaction.on_commit(
-            lambda: signal.send(sender=Schedule, schedule=schedule, **extra), using=_using()
+            lambda: send_robust(signal, Schedule, schedule=schedule, **extra), using=_using()
         )
 
 

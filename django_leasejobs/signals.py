@@ -6,9 +6,21 @@ Each is sent after the transaction that caused it commits, with
 
 from __future__ import annotations
 
+import logging
+from typing import Any
+
 from django.dispatch import Signal
 
-__all__ = ["job_overdue", "run_completed", "run_failed", "run_held", "schedule_missed"]
+__all__ = [
+    "job_overdue",
+    "run_completed",
+    "run_failed",
+    "run_held",
+    "schedule_missed",
+    "send_robust",
+]
+
+logger = logging.getLogger("django_leasejobs")
 
 #: A run finished: status ``done``. Keyword arguments: ``run``.
 run_completed = Signal()
@@ -22,9 +34,22 @@ run_failed = Signal()
 run_held = Signal()
 
 #: A schedule recorded missed due times (SPEC S3). Keyword arguments:
-#: ``schedule``, ``due_times`` (a list), ``cause``, ``action``.
+#: ``schedule``, ``due_times`` (the recorded ones, a list), ``cause``, ``action``
+#: and ``dropped`` (how many older due times were only counted).
 schedule_missed = Signal()
 
 #: A scheduled job is overdue, sent once per episode (SPEC S6). Keyword
 #: arguments: ``schedule``, ``state``.
 job_overdue = Signal()
+
+
+def send_robust(signal: Signal, sender: type, **kwargs: Any) -> None:
+    """Send *signal*; a receiver that raises is logged, never allowed to stop a drive."""
+    for receiver, response in signal.send_robust(sender=sender, **kwargs):
+        if isinstance(response, Exception):
+            logger.error(
+                "Signal receiver %s raised %s",
+                getattr(receiver, "__qualname__", receiver),
+                type(response).__name__,
+                exc_info=response,
+            )

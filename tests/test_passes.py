@@ -526,3 +526,24 @@ def test_signals_completed_and_failed_are_sent_after_commit(
         ("completed", "done"),
         ("failed", "failed", "handler_failed", "ZeroDivisionError: division by zero"),
     ]
+
+
+def test_a_raising_signal_receiver_never_stops_the_drive(
+    define, drive, django_capture_on_commit_callbacks, caplog
+):
+    from django_leasejobs.signals import run_completed
+
+    def broken(sender, run, **kwargs):
+        raise RuntimeError("the metrics server is down")
+
+    run_completed.connect(broken)
+    try:
+        spec = define("t.sig.broken", lambda p: p.done())
+        for n in range(3):
+            start(spec, instance=str(n))
+        with django_capture_on_commit_callbacks(execute=True):
+            report = drive(spec)
+    finally:
+        run_completed.disconnect(broken)
+    assert report.completed == 3
+    assert sum("raised RuntimeError" in r.getMessage() for r in caplog.records) == 3

@@ -342,3 +342,20 @@ def test_s5_run_now_refuses_past_the_hourly_cap_saying_when_it_frees(
     assert caught.value.retry_at == at(13, 5)
     frozen_clock.set(at(13, 6))
     assert run_now(spec.name, "alice").run
+
+
+def test_s1_a_job_back_in_the_code_keeps_its_due_time_and_its_rule_applies(
+    hourly, define, drive, frozen_clock
+):
+    from django_leasejobs import registry
+
+    spec = hourly("catch_up_once")
+    registry.unregister(spec.name)
+    frozen_clock.set(at(15, 30))
+    drive()  # a process without the job: the row is disabled, nothing fires
+    assert row(spec).enabled is False
+    define(spec.name, spec.handler, schedule=HOURLY, timezone="UTC", missed="catch_up_once")
+    drive(spec.name)  # back: enabled again, and 13:00-15:00 went through the rule
+    assert row(spec).enabled is True
+    assert [r[2] for r in missed_rows(spec)] == ["skipped", "skipped", "caught_up"]
+    assert runs(spec).count() == 1
