@@ -1,108 +1,517 @@
-"""Admin registration: runs and their steps, read-only.
+"""The operators' admin (SPEC §8, A1-A6).
 
-Operators read runs here; nothing the protocol owns (payload, cursor, lease)
-can be edited by a form (SPEC A6). The operator actions of SPEC §8 call the
-store.
+Operators read runs and schedules here and act on them through the store's
+compare-and-set functions (cancel, retry, release, pause, resume, run now) --
+never by editing a field: payload, cursor and lease are the protocol's (A6).
+Every action says what happened, including "already finished", and is
+recorded in the admin's LogEntry history.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, cast
 
-from django.contrib import admin
-from django.http import HttpRequest
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery
+from django.db.models.functions import Coalesce
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
 
+from . import schedules, store
+from .admin_display import (
+    CappedCountPaginator,
+    cron_in_words,
+    duration,
+    json_block,
+    lease_text,
+    pre,
+    progress,
+    status_badge,
+    table,
+)
 from .models import Missed, Run, Schedule, Step
+from .states import FailureCode, RunStatus
 
 if TYPE_CHECKING:
     RunModelAdmin = admin.ModelAdmin[Run]
+    ScheduleModelAdmin = admin.ModelAdmin[Schedule]
+    MissedModelAdmin = admin.ModelAdmin[Missed]
     StepTabularInline = admin.TabularInline[Step, Run]
 else:  # The admin classes are not subscriptable at runtime.
-    RunModelAdmin = admin.ModelAdmin
+    RunModelAdmin = ScheduleModelAdmin = MissedModelAdmin = admin.ModelAdmin
     StepTabularInline = admin.TabularInline
 
 
-class StepInline(StepTabularInline):
+class ReadOnlyMixin:
+    """The protocol owns these rows: operators read them, actions change them (A6)."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class GuardedActionsMixin:
+    """A POST naming an action the user may not use is a 403, not a silent no-op (A3)."""
+
+    guarded_actions: tuple[str, ...] = ()
+
+    def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
+        action = request.POST.get("action") if request.method == "POST" else None
+        allowed = cast("admin.ModelAdmin[Any]", self).get_actions(request)
+        if action in self.guarded_actions and action not in allowed:
+            raise PermissionDenied
+        response: HttpResponse = super().changelist_view(request, extra_context)  # type: ignore[misc]
+        return response
+
+
+def _actor(request: HttpRequest) -> str:
+    return str(request.user.get_username())
+
+
+# -- runs ---------------------------------------------------------------------------------
+
+
+class StepInline(ReadOnlyMixin, StepTabularInline):
+    """The step ledger of the pass in flight, or of the last failed one (A2)."""
+
     model = Step
     extra = 0
     can_delete = False
-    fields = ("name", "result", "attempts", "last_error", "recorded_at")
+    fields = (
+        "name",
+        "completed_display",
+        "result_display",
+        "attempts",
+        "last_error",
+        "recorded_at",
+    )
     readonly_fields = fields
 
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
+    @admin.display(description=_("completed"), boolean=True)
+    def completed_display(self, step: Step) -> bool:
+        return step.completed
 
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
+    @admin.display(description=_("result"))
+    def result_display(self, step: Step) -> str:
+        return json_block(step.decoded_result(), empty=_("not completed"))
+
+
+class HeldFilter(admin.SimpleListFilter):
+    """Held runs wait for a human (A4): one click, with their number."""
+
+    title = _("needs a decision")
+    parameter_name = "held"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        held = Run.objects.held().count()
+        return [("yes", _("Held runs (%(count)d)") % {"count": held})]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Run]) -> QuerySet[Run]:
+        return queryset.filter(status=RunStatus.HELD) if self.value() == "yes" else queryset
+
+
+class JobFilter(admin.SimpleListFilter):
+    """Jobs from the registry: a DISTINCT over a million runs is not a filter's business."""
+
+    title = _("job")
+    parameter_name = "job"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        from .registry import registry
+
+        return [(name, name) for name in registry.names()]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Run]) -> QuerySet[Run]:
+        return queryset.filter(job=self.value()) if self.value() else queryset
 
 
 @admin.register(Run)
-class RunAdmin(RunModelAdmin):
+class RunAdmin(GuardedActionsMixin, ReadOnlyMixin, RunModelAdmin):
     list_display = (
-        "id",
+        "short_id",
         "job",
         "instance",
-        "status",
+        "status_display",
+        "progress_display",
         "attempts",
-        "failure_code",
+        "failure_display",
         "started_at",
         "updated_at",
         "ended_at",
+        "duration_display",
+        "lease_display",
     )
-    list_filter = ("status", "failure_code")
-    search_fields = ("=id", "job", "instance")
+    list_filter = (HeldFilter, "status", JobFilter, "failure_code", "started_at")
+    search_fields = ("=id", "=job", "^instance")
     ordering = ("-id",)
+    paginator = CappedCountPaginator
     show_full_result_count = False
+    list_per_page = 50
     inlines = (StepInline,)
+    actions = ("cancel_runs", "retry_runs", "release_resume", "release_fail")
+    guarded_actions = actions
+    fieldsets = (
+        (None, {"fields": ("id", "job", "instance", "status_display", "progress_display")}),
+        (
+            _("Failure"),
+            {"fields": ("failure_display", "failure_meaning", "attempts", "last_error_display")},
+        ),
+        (
+            _("Data"),
+            {"fields": ("payload_display", "cursor_display", "counters_display")},
+        ),
+        (
+            _("Timing and lease"),
+            {
+                "fields": (
+                    "started_at",
+                    "updated_at",
+                    "ended_at",
+                    "duration_display",
+                    "next_attempt_at",
+                    "lease_display",
+                    "lease_began_at",
+                    "admission_misses",
+                    "rerun_requested",
+                )
+            },
+        ),
+    )
+    readonly_fields = (
+        "id",
+        "job",
+        "instance",
+        "status_display",
+        "progress_display",
+        "failure_display",
+        "failure_meaning",
+        "attempts",
+        "last_error_display",
+        "payload_display",
+        "cursor_display",
+        "counters_display",
+        "started_at",
+        "updated_at",
+        "ended_at",
+        "duration_display",
+        "next_attempt_at",
+        "lease_display",
+        "lease_began_at",
+        "admission_misses",
+        "rerun_requested",
+    )
 
-    def get_readonly_fields(self, request: HttpRequest, obj: Run | None = None) -> list[str]:
-        return [field.name for field in Run._meta.fields]
+    def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
+        held = Run.objects.held().count()
+        if held and request.method == "GET":
+            self.message_user(
+                request,
+                ngettext(
+                    "%(count)d run is held and waits for a decision (filter: needs a decision).",
+                    "%(count)d runs are held and wait for a decision (filter: needs a decision).",
+                    held,
+                )
+                % {"count": held},
+                messages.WARNING,
+            )
+        return super().changelist_view(request, extra_context)
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
+    @admin.display(description=_("id"), ordering="id")
+    def short_id(self, run: Run) -> str:
+        return run.pk
+
+    @admin.display(description=_("status"), ordering="status")
+    def status_display(self, run: Run) -> str:
+        return status_badge(run.status, run.get_status_display())
+
+    @admin.display(description=_("progress"))
+    def progress_display(self, run: Run) -> str:
+        return progress(run)
+
+    @admin.display(description=_("failure"), ordering="failure_code")
+    def failure_display(self, run: Run) -> str:
+        return run.failure_code or "—"
+
+    @admin.display(description=_("what it means"))
+    def failure_meaning(self, run: Run) -> str:
+        return FailureCode(run.failure_code).meaning if run.failure_code else "—"
+
+    @admin.display(description=_("last error"))
+    def last_error_display(self, run: Run) -> str:
+        return pre(run.last_error) if run.last_error else "—"
+
+    @admin.display(description=_("payload"))
+    def payload_display(self, run: Run) -> str:
+        return json_block(run.decoded_payload())
+
+    @admin.display(description=_("cursor"))
+    def cursor_display(self, run: Run) -> str:
+        return json_block(run.decoded_cursor(), empty=_("no pass has committed yet"))
+
+    @admin.display(description=_("counters"))
+    def counters_display(self, run: Run) -> str:
+        return json_block(run.decoded_counters())
+
+    @admin.display(description=_("duration"))
+    def duration_display(self, run: Run) -> str:
+        return duration(run.started_at, run.ended_at)
+
+    @admin.display(description=_("lease"))
+    def lease_display(self, run: Run) -> str:
+        return lease_text(run)
+
+    # -- actions (A3): each a compare-and-set in the store -------------------------------
+
+    def has_cancel_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("leasejobs.cancel_run")
+
+    def has_retry_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("leasejobs.retry_run")
+
+    def has_release_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("leasejobs.release_run")
+
+    @admin.action(description=_("Cancel selected runs"), permissions=["cancel"])
+    def cancel_runs(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
+        done = 0
+        for run in queryset:
+            if store.cancel(run.pk, by=_actor(request)):
+                done += 1
+                self.log_change(request, run, "Cancelled")
+        self._report(request, done, len(queryset), _("cancelled"), _("already finished"))
+
+    @admin.action(description=_("Retry selected runs (as new runs)"), permissions=["retry"])
+    def retry_runs(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
+        done = 0
+        for run in queryset:
+            try:
+                result = store.retry(run.pk, by=_actor(request))
+            except ValueError:
+                continue
+            done += 1
+            self.log_change(request, run, f"Retried as run {result.run.pk}")
+        self._report(request, done, len(queryset), _("started again"), _("not failed or cancelled"))
+
+    @admin.action(description=_("Release held runs: resume"), permissions=["release"])
+    def release_resume(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
+        self._release(request, queryset, resume=True)
+
+    @admin.action(description=_("Release held runs: fail"), permissions=["release"])
+    def release_fail(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
+        self._release(request, queryset, resume=False)
+
+    def _release(self, request: HttpRequest, queryset: QuerySet[Run], *, resume: bool) -> None:
+        done = 0
+        for run in queryset:
+            if store.release(run.pk, resume=resume, by=_actor(request)):
+                done += 1
+                self.log_change(request, run, "Released: resumed" if resume else "Released: failed")
+        verb = _("resumed") if resume else _("failed")
+        self._report(request, done, len(queryset), verb, _("not held"))
+
+    def _report(self, request: HttpRequest, done: int, asked: int, verb: Any, why: Any) -> None:
+        self.message_user(
+            request,
+            ngettext("%(n)d run %(verb)s.", "%(n)d runs %(verb)s.", done)
+            % {"n": done, "verb": verb},
+            messages.SUCCESS if done else messages.INFO,
+        )
+        if asked > done:
+            self.message_user(
+                request,
+                ngettext(
+                    "%(n)d run left as it was: %(why)s.",
+                    "%(n)d runs left as they were: %(why)s.",
+                    asked - done,
+                )
+                % {"n": asked - done, "why": why},
+                messages.WARNING,
+            )
 
 
-if TYPE_CHECKING:
-    ScheduleModelAdmin = admin.ModelAdmin[Schedule]
-    MissedModelAdmin = admin.ModelAdmin[Missed]
-else:
-    ScheduleModelAdmin = admin.ModelAdmin
-    MissedModelAdmin = admin.ModelAdmin
-
-
-class ReadOnlyMixin:
-    """The protocol owns these rows: operators read them, actions change them."""
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
+# -- schedules -----------------------------------------------------------------------------
 
 
 @admin.register(Schedule)
-class ScheduleAdmin(ReadOnlyMixin, ScheduleModelAdmin):
+class ScheduleAdmin(GuardedActionsMixin, ReadOnlyMixin, ScheduleModelAdmin):
     list_display = (
         "job",
+        "cron_display",
+        "timezone",
+        "state_display",
+        "next_due_at",
+        "last_run_display",
+        "missed_24h",
+        "paused_display",
+    )
+    list_filter = ("enabled", "rule")
+    search_fields = ("=job",)
+    ordering = ("job",)
+    actions = ("pause_schedules", "resume_schedules", "run_now")
+    guarded_actions = actions
+    fields = (
+        "job",
+        "cron_display",
         "expression",
         "timezone",
         "rule",
-        "next_due_at",
+        "state_display",
         "enabled",
-        "paused_at",
-        "paused_by",
-        "last_run_at",
-        "last_outcome",
+        "next_due_at",
+        "paused_display",
+        "last_run_display",
+        "last_success_at",
+        "recent_runs",
+        "missed_ledger",
     )
-    list_filter = ("enabled", "rule")
-    search_fields = ("job",)
-    ordering = ("job",)
+    readonly_fields = fields
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Schedule]:
+        since = timezone.now() - timedelta(hours=24)
+        missed = (
+            Missed.objects.filter(job=OuterRef("job"), recorded_at__gte=since)
+            .values("job")
+            .annotate(n=Count("pk"))
+            .values("n")
+        )
+        self._live = schedules.live_runs(list(Schedule.objects.values_list("job", flat=True)))
+        return (
+            super()
+            .get_queryset(request)
+            .select_related("last_run")
+            .annotate(missed_24h=Coalesce(Subquery(missed, output_field=IntegerField()), 0))
+        )
+
+    @admin.display(description=_("cron"))
+    def cron_display(self, row: Schedule) -> str:
+        return cron_in_words(row.expression)
+
+    @admin.display(description=_("state"))
+    def state_display(self, row: Schedule) -> str:
+        current = schedules.state(row, getattr(self, "_live", {}).get(row.job), timezone.now())
+        return status_badge(current, current.replace("_", " "))
+
+    @admin.display(description=_("last run"))
+    def last_run_display(self, row: Schedule) -> str:
+        if row.last_run_id is None:
+            return "—"
+        return f"{row.last_run_at:%Y-%m-%d %H:%M} · {row.last_outcome or 'running'}"
+
+    @admin.display(description=_("missed (24 h)"), ordering="missed_24h")
+    def missed_24h(self, row: Schedule) -> int:
+        return int(getattr(row, "missed_24h", 0))
+
+    @admin.display(description=_("paused"))
+    def paused_display(self, row: Schedule) -> str:
+        if row.paused_at is None:
+            return "—"
+        note = f": {row.pause_note}" if row.pause_note else ""
+        return f"{row.paused_by} at {row.paused_at:%Y-%m-%d %H:%M}{note}"
+
+    @admin.display(description=_("recent runs"))
+    def recent_runs(self, row: Schedule) -> str:
+        runs = Run.objects.filter(job=row.job).order_by("-id")[:20]
+        return table(
+            [_("run"), _("status"), _("started"), _("ended"), _("failure")],
+            rows=[
+                (run.pk, run.status, run.started_at, run.ended_at or "—", run.failure_code or "—")
+                for run in runs
+            ],
+        )
+
+    @admin.display(description=_("missed due times"))
+    def missed_ledger(self, row: Schedule) -> str:
+        ledger = Missed.objects.filter(job=row.job).order_by("-due_at")[:50]
+        return table(
+            [_("due at"), _("cause"), _("action"), _("run"), _("recorded")],
+            rows=[(m.due_at, m.cause, m.action, m.run_id or "—", m.recorded_at) for m in ledger],
+        )
+
+    def has_pause_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("leasejobs.pause_schedule")
+
+    def has_run_now_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("leasejobs.run_schedule_now")
+
+    @admin.action(description=_("Pause selected schedules…"), permissions=["pause"])
+    def pause_schedules(
+        self, request: HttpRequest, queryset: QuerySet[Schedule]
+    ) -> HttpResponse | None:
+        if "apply" not in request.POST:  # ask for the note first (S4)
+            return TemplateResponse(
+                request,
+                "admin/leasejobs/schedule/pause.html",
+                {
+                    **self.admin_site.each_context(request),
+                    "opts": self.model._meta,
+                    "schedules": queryset,
+                    "note_max": schedules.NOTE_MAX,
+                    "title": _("Pause schedules"),
+                },
+            )
+        note = request.POST.get("note", "")[: schedules.NOTE_MAX]
+        done = 0
+        for row in queryset:
+            if schedules.pause(row.job, _actor(request), note).done:
+                done += 1
+                self.log_change(request, row, f"Paused: {note}" if note else "Paused")
+        self._report(request, done, len(queryset), _("paused"), _("already paused"))
+        return None
+
+    @admin.action(description=_("Resume selected schedules"), permissions=["pause"])
+    def resume_schedules(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
+        done = 0
+        for row in queryset:
+            result = schedules.resume(row.job, _actor(request))
+            if result.done:
+                done += 1
+                self.log_change(request, row, f"Resumed ({result.missed} missed due times)")
+        self._report(request, done, len(queryset), _("resumed"), _("not paused"))
+
+    @admin.action(description=_("Run now"), permissions=["run_now"])
+    def run_now(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
+        for row in queryset:
+            try:
+                result = schedules.run_now(row.job, _actor(request))
+            except schedules.RunNowRefused as refused:
+                self.message_user(request, f"{row.job}: {refused}", messages.WARNING)
+                continue
+            self.log_change(request, row, f"Run now: run {result.run.pk}")
+            self.message_user(request, f"{row.job}: started run {result.run.pk}", messages.SUCCESS)
+
+    def _report(self, request: HttpRequest, done: int, asked: int, verb: Any, why: Any) -> None:
+        self.message_user(
+            request,
+            ngettext("%(n)d schedule %(verb)s.", "%(n)d schedules %(verb)s.", done)
+            % {"n": done, "verb": verb},
+            messages.SUCCESS if done else messages.INFO,
+        )
+        if asked > done:
+            self.message_user(
+                request,
+                ngettext(
+                    "%(n)d schedule left as it was: %(why)s.",
+                    "%(n)d schedules left as they were: %(why)s.",
+                    asked - done,
+                )
+                % {"n": asked - done, "why": why},
+                messages.WARNING,
+            )
 
 
 @admin.register(Missed)
 class MissedAdmin(ReadOnlyMixin, MissedModelAdmin):
     list_display = ("job", "due_at", "cause", "action", "run", "recorded_at")
-    list_filter = ("cause", "action", "job")
+    list_filter = ("cause", "action")
+    search_fields = ("=job",)
     ordering = ("-due_at",)
     list_select_related = ("run",)
+    paginator = CappedCountPaginator
     show_full_result_count = False

@@ -102,10 +102,20 @@ class Run(models.Model):
     class Meta:
         verbose_name = _("run")
         verbose_name_plural = _("runs")
+        permissions = [
+            ("cancel_run", _("Can cancel a run")),
+            ("retry_run", _("Can retry a failed or cancelled run")),
+            ("release_run", _("Can release a held run")),
+        ]
         indexes = [
             # The drive's due read (D1) is one range over this index: status
             # first, so its cost tracks live runs, not the retained history.
             models.Index(fields=["status", "next_attempt_at", "id"], name="leasejobs_run_due"),
+            # The admin's list (A1): newest first, filtered by status, job or
+            # failure code, over a million retained runs without a sort.
+            models.Index(fields=["status", "id"], name="leasejobs_run_status"),
+            models.Index(fields=["job", "id"], name="leasejobs_run_job"),
+            models.Index(fields=["failure_code", "id"], name="leasejobs_run_failure"),
         ]
         constraints = [
             # Coalescing (R1) is the database's decision, not a read-then-insert:
@@ -226,6 +236,10 @@ class Schedule(models.Model):
     class Meta:
         verbose_name = _("schedule")
         verbose_name_plural = _("schedules")
+        permissions = [
+            ("pause_schedule", _("Can pause and resume a schedule")),
+            ("run_schedule_now", _("Can run a scheduled job now")),
+        ]
         indexes = [
             models.Index(fields=["enabled", "next_due_at"], name="leasejobs_schedule_due"),
         ]

@@ -1,0 +1,165 @@
+"""How the admin shows runs and schedules: escaped, decoded, and cheap to count.
+
+Everything user-supplied (payloads, cursors, errors, notes) goes through
+``format_html`` / ``escape``: a payload holding ``<script>`` is shown as text.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+from functools import cached_property
+from typing import Any
+
+from django.core.paginator import Paginator
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+from django.utils.translation import gettext as _
+
+from .codec import Decoded
+from .models import Run
+
+__all__ = [
+    "CappedCountPaginator",
+    "cron_in_words",
+    "duration",
+    "json_block",
+    "lease_text",
+    "pre",
+    "progress",
+    "status_badge",
+    "table",
+]
+
+#: Colours of run statuses and schedule states, for the eye, not for meaning.
+COLOURS = {
+    "running": "#2563eb",
+    "done": "#15803d",
+    "ok": "#15803d",
+    "failed": "#b91c1c",
+    "cancelled": "#6b7280",
+    "held": "#c2410c",
+    "retrying": "#a16207",
+    "paused": "#6b7280",
+    "stalled": "#c2410c",
+    "missed": "#b91c1c",
+    "never_run": "#6b7280",
+}
+
+
+class CappedCountPaginator(Paginator):  # type: ignore[type-arg]
+    """Count at most ``CAP`` + 1 rows.
+
+    The changelist counts its rows on every page load; over a million retained
+    runs a full ``COUNT(*)`` is most of the page's cost. A count over a
+    ``LIMIT``ed subquery costs at most ``CAP`` index entries, and the list
+    simply says "10001" when there are more.
+    """
+
+    CAP = 10_000
+
+    @cached_property
+    def count(self) -> int:
+        object_list: Any = self.object_list
+        return int(object_list.values("pk")[: self.CAP + 1].count())
+
+
+def status_badge(key: str, label: str) -> SafeString:
+    colour = COLOURS.get(key, "#374151")
+    return format_html(
+        '<span class="leasejobs-status" style="color:#fff;background:{};padding:1px 6px;'
+        'border-radius:8px;white-space:nowrap">{}</span>',
+        colour,
+        label,
+    )
+
+
+def pre(text: str) -> SafeString:
+    return format_html('<pre style="white-space:pre-wrap;margin:0">{}</pre>', text)
+
+
+def json_block(decoded: Decoded, empty: Any = None) -> SafeString | str:
+    """A decoded JSON column, pretty-printed; the raw text and the reason if it does not parse."""
+    if decoded.error:
+        return format_html(
+            '<div class="leasejobs-decode-error"><strong style="color:#b91c1c">{}</strong> {}'
+            '<pre style="white-space:pre-wrap;margin:0">{}</pre></div>',
+            _("Cannot be decoded:"),
+            decoded.error,
+            decoded.raw,
+        )
+    if decoded.raw is None and empty is not None:
+        return format_html("<em>{}</em>", empty)
+    return pre(json.dumps(decoded.value, indent=2, ensure_ascii=False, sort_keys=True))
+
+
+def progress(run: Run) -> SafeString | str:
+    """A bar when the run said its total (``p.total``), else its counters.
+
+    The bar's numerator is the run's largest counter: for a walk that counts
+    what it imported, that is how far it got.
+    """
+    counters = run.decoded_counters()
+    values = counters.value if counters.ok and isinstance(counters.value, dict) else {}
+    if run.progress_total:
+        done = max((v for v in values.values() if isinstance(v, int | float)), default=0)
+        share = max(0.0, min(1.0, done / run.progress_total))
+        return format_html(
+            '<div class="leasejobs-progress" title="{} / {}" style="width:120px;background:#e5e7eb;'
+            'border-radius:4px"><div style="width:{}%;background:#2563eb;height:8px;'
+            'border-radius:4px"></div></div> {}%',
+            done,
+            run.progress_total,
+            f"{share * 100:.0f}",
+            f"{share * 100:.0f}",
+        )
+    if not values:
+        return "—"
+    return ", ".join(f"{name}={value}" for name, value in values.items())
+
+
+def duration(started: datetime | None, ended: datetime | None) -> str:
+    if started is None:
+        return "—"
+    elapsed = (ended or timezone.now()) - started
+    seconds = int(max(elapsed, timedelta(0)).total_seconds())
+    hours, rest = divmod(seconds, 3600)
+    minutes, seconds = divmod(rest, 60)
+    text = f"{hours}h {minutes:02d}m" if hours else f"{minutes}m {seconds:02d}s"
+    return text if ended else f"{text} (live)"
+
+
+def lease_text(run: Run) -> str:
+    """Who holds the run and until when, while it is leased."""
+    if not run.lease_owner:
+        return "—"
+    host, _sep, rest = run.lease_holder.partition(":")
+    pid = rest.split(":", 1)[0]
+    until = f"{run.next_attempt_at:%H:%M:%S}" if run.next_attempt_at else "?"
+    begun = "" if run.lease_began_at else " (claimed, not begun)"
+    return f"{host} pid {pid} until {until}{begun}"
+
+
+def cron_in_words(expression: str) -> str:
+    """``0 3 * * *`` -> "At 03:00 AM" (cron-descriptor); the expression if it cannot say."""
+    from cron_descriptor import get_description
+
+    try:
+        return f"{get_description(expression)} ({expression})"
+    except Exception:
+        return expression
+
+
+def table(headers: Sequence[Any], rows: Iterable[Sequence[Any]]) -> SafeString | str:
+    rows = list(rows)
+    if not rows:
+        return "—"
+    head = format_html_join("", "<th>{}</th>", ((header,) for header in headers))
+    body = format_html_join(
+        "",
+        "<tr>{}</tr>",
+        ((format_html_join("", "<td>{}</td>", ((cell,) for cell in row)),) for row in rows),
+    )
+    return format_html("<table><thead><tr>{}</tr></thead><tbody>{}</tbody></table>", head, body)
