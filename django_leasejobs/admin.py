@@ -9,12 +9,13 @@ recorded in the admin's LogEntry history.
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, cast
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery
+from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
@@ -103,6 +104,19 @@ class StepInline(ReadOnlyMixin, StepTabularInline):
         return json_block(step.decoded_result(), empty=_("not completed"))
 
 
+def held_count(request: HttpRequest) -> int:
+    """Held runs, counted once per request (a range of the status index, not the history)."""
+    cached: int | None = getattr(request, "_leasejobs_held", None)
+    if cached is None:
+        cached = Run.objects.held().count()
+        request._leasejobs_held = cached  # type: ignore[attr-defined]
+    return cached
+
+
+#: What a run id looks like: a ULID, 26 characters of Crockford base32.
+RUN_ID = re.compile(r"^[0-9A-HJKMNP-TV-Za-hjkmnp-tv-z]{26}$")
+
+
 class HeldFilter(admin.SimpleListFilter):
     """Held runs wait for a human (A4): one click, with their number."""
 
@@ -110,8 +124,7 @@ class HeldFilter(admin.SimpleListFilter):
     parameter_name = "held"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        held = Run.objects.held().count()
-        return [("yes", _("Held runs (%(count)d)") % {"count": held})]
+        return [("yes", _("Held runs (%(count)d)") % {"count": held_count(request)})]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Run]) -> QuerySet[Run]:
         return queryset.filter(status=RunStatus.HELD) if self.value() == "yes" else queryset
@@ -149,7 +162,7 @@ class RunAdmin(GuardedActionsMixin, ReadOnlyMixin, RunModelAdmin):
         "lease_display",
     )
     list_filter = (HeldFilter, "status", JobFilter, "failure_code", "started_at")
-    search_fields = ("=id", "=job", "^instance")
+    search_fields = ("id", "job", "instance")  # see get_search_results
     ordering = ("-id",)
     paginator = CappedCountPaginator
     show_full_result_count = False
@@ -208,8 +221,24 @@ class RunAdmin(GuardedActionsMixin, ReadOnlyMixin, RunModelAdmin):
         "rerun_requested",
     )
 
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Run], search_term: str
+    ) -> tuple[QuerySet[Run], bool]:
+        """Search by exact run id, job or instance: each an index lookup.
+
+        Django's default search is case-insensitive (``UPPER(...)`` or
+        ``LIKE``), which no index serves: over a million runs it read the
+        whole table, 0.6-0.9 s a page.
+        """
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        if RUN_ID.match(term):
+            return queryset.filter(pk=term.upper()), False
+        return queryset.filter(Q(job=term) | Q(instance=term)), False
+
     def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
-        held = Run.objects.held().count()
+        held = held_count(request)
         if held and request.method == "GET":
             self.message_user(
                 request,

@@ -116,6 +116,7 @@ class Run(models.Model):
             models.Index(fields=["status", "id"], name="leasejobs_run_status"),
             models.Index(fields=["job", "id"], name="leasejobs_run_job"),
             models.Index(fields=["failure_code", "id"], name="leasejobs_run_failure"),
+            models.Index(fields=["instance", "id"], name="leasejobs_run_instance"),
         ]
         constraints = [
             # Coalescing (R1) is the database's decision, not a read-then-insert:

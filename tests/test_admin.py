@@ -213,3 +213,14 @@ def test_actions_need_the_csrf_token(staff):
     run = RunFactory()
     response = strict.post(RUNS, {"action": "cancel_runs", "_selected_action": [run.pk]})
     assert response.status_code == 403
+
+
+def test_a1_search_by_exact_id_job_or_instance(admin_client):
+    wanted = RunFactory(job="tests.walk", instance="tenant-42")
+    RunFactory(job="tests.noop", instance="tenant-7")
+    by_id = admin_client.get(RUNS, {"q": wanted.pk.lower()})
+    assert [r.pk for r in by_id.context["cl"].result_list] == [wanted.pk]
+    by_instance = admin_client.get(RUNS, {"q": "tenant-42"})
+    assert [r.pk for r in by_instance.context["cl"].result_list] == [wanted.pk]
+    by_job = admin_client.get(RUNS, {"q": "tests.walk"})
+    assert [r.pk for r in by_job.context["cl"].result_list] == [wanted.pk]
