@@ -322,11 +322,26 @@ class RunAdmin(GuardedActionsMixin, ReadOnlyMixin, RunModelAdmin):
         for run in queryset:
             try:
                 result = store.retry(run.pk, by=_actor(request))
-            except ValueError:
+            except ValueError as refused:  # live, done, or a payload that does not parse
+                self.message_user(request, f"{run.pk}: {refused}", messages.WARNING)
+                continue
+            if result.joined:
+                self.message_user(
+                    request,
+                    _("%(run)s: joined the live run %(live)s of the same job and instance.")
+                    % {"run": run.pk, "live": result.run.pk},
+                    messages.INFO,
+                )
                 continue
             done += 1
             self.log_change(request, run, f"Retried as run {result.run.pk}")
-        self._report(request, done, len(queryset), _("started again"), _("not failed or cancelled"))
+        if done:
+            self.message_user(
+                request,
+                ngettext("%(n)d run started again.", "%(n)d runs started again.", done)
+                % {"n": done},
+                messages.SUCCESS,
+            )
 
     @admin.action(description=_("Release held runs: resume"), permissions=["release"])
     def release_resume(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:

@@ -412,7 +412,7 @@ def state(row: Schedule, live: Run | None, now: datetime) -> str:
         return State.RETRYING if live.attempts else State.RUNNING
     if row.last_run_at is None and row.last_success_at is None:
         return State.NEVER_RUN
-    if row.last_outcome in ("failed", "cancelled"):
+    if row.last_outcome == "failed":
         return State.FAILED
     if row.last_success_at is None or now - row.last_success_at > 2 * period(row):
         return State.MISSED
