@@ -21,7 +21,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from . import store
-from .codec import Decoded, encode_result
+from .codec import decode, encode_result
 from .errors import describe
 from .exceptions import Defer, LeaseJobsError
 from .policy import Retry
@@ -300,7 +300,7 @@ class Pass:
         return self._ledger
 
     def _stored(self, name: str, text: str) -> Any:
-        decoded: Decoded = self._row.steps.model(result=text).decoded_result()
+        decoded = decode(text)
         if decoded.error:
             raise DecodeFailed(f"step {name!r}: stored result does not parse ({decoded.error})")
         return decoded.value
@@ -322,10 +322,6 @@ class Pass:
             self._lose()
         self._lease_from = sent
         self.recorded_steps = True
-        ledger = self._steps()
-        ledger[name] = self._row.steps.model(
-            run_id=self.run.id, name=name, result=result, attempts=attempts, last_error=error
-        )
 
     def _fail_step(self, name: str, attempts: int, policy: Retry, error: str) -> Any:
         self.step_failure = StepFailed(name, attempts, policy, error or f"step {name!r} failed")
