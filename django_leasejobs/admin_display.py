@@ -143,13 +143,20 @@ def lease_text(run: Run) -> str:
 
 
 def cron_in_words(expression: str) -> str:
-    """``0 3 * * *`` -> "At 03:00 AM" (cron-descriptor); the expression if it cannot say."""
-    from cron_descriptor import get_description
+    """``0 3 * * *`` -> "At 03:00 (0 3 * * *)"; the bare expression if cron-descriptor cannot say.
 
+    Locale and clock are given explicitly: cron-descriptor otherwise guesses
+    them from the process's locale (warning when there is none), so the same
+    admin would read "03:00 AM" on one server and "03:00" on another.
+    """
+    from cron_descriptor import ExpressionDescriptor, Options
+
+    options = Options(locale_code="en_US", use_24hour_time_format=True)
     try:
-        return f"{get_description(expression)} ({expression})"
-    except Exception:
+        words = ExpressionDescriptor(expression, options).get_description()
+    except Exception:  # words are a nicety; the expression is the truth
         return expression
+    return f"{words} ({expression})"
 
 
 def table(headers: Sequence[Any], rows: Iterable[Sequence[Any]]) -> SafeString | str:

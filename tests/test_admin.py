@@ -137,7 +137,7 @@ def test_a3_release_a_held_run(admin_client, action, status):
 
 def test_a5_schedule_list_shows_cron_in_words_state_and_next_due(admin_client, schedule):
     content = admin_client.get(SCHEDULES).content.decode()
-    assert "At 03:00 AM (0 3 * * *)" in content
+    assert "At 03:00 (0 3 * * *)" in content
     assert "never run" in content
     assert "Europe/Paris" in content
 
