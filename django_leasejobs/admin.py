@@ -72,6 +72,34 @@ class GuardedActionsMixin:
         return response
 
 
+def report_outcome(
+    model_admin: Any, request: HttpRequest, *, done: int, asked: int, verb: Any, why: Any
+) -> None:
+    """Say what an action did, and what it left as it was and why (A3)."""
+    opts = model_admin.model._meta
+
+    def things(n: int) -> Any:
+        return opts.verbose_name if n == 1 else opts.verbose_name_plural
+
+    model_admin.message_user(
+        request,
+        _("%(n)d %(things)s %(verb)s.") % {"n": done, "things": things(done), "verb": verb},
+        messages.SUCCESS if done else messages.INFO,
+    )
+    if asked > done:
+        left = asked - done
+        model_admin.message_user(
+            request,
+            ngettext(
+                "%(n)d %(things)s left as it was: %(why)s.",
+                "%(n)d %(things)s left as they were: %(why)s.",
+                left,
+            )
+            % {"n": left, "things": things(left), "why": why},
+            messages.WARNING,
+        )
+
+
 def _actor(request: HttpRequest) -> str:
     return str(request.user.get_username())
 
@@ -314,7 +342,14 @@ class RunAdmin(GuardedActionsMixin, ReadOnlyMixin, RunModelAdmin):
             if store.cancel(run.pk, by=_actor(request)):
                 done += 1
                 self.log_change(request, run, "Cancelled")
-        self._report(request, done, len(queryset), _("cancelled"), _("already finished"))
+        report_outcome(
+            self,
+            request,
+            done=done,
+            asked=len(queryset),
+            verb=_("cancelled"),
+            why=_("already finished"),
+        )
 
     @admin.action(description=_("Retry selected runs (as new runs)"), permissions=["retry"])
     def retry_runs(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
@@ -358,26 +393,7 @@ class RunAdmin(GuardedActionsMixin, ReadOnlyMixin, RunModelAdmin):
                 done += 1
                 self.log_change(request, run, "Released: resumed" if resume else "Released: failed")
         verb = _("resumed") if resume else _("failed")
-        self._report(request, done, len(queryset), verb, _("not held"))
-
-    def _report(self, request: HttpRequest, done: int, asked: int, verb: Any, why: Any) -> None:
-        self.message_user(
-            request,
-            ngettext("%(n)d run %(verb)s.", "%(n)d runs %(verb)s.", done)
-            % {"n": done, "verb": verb},
-            messages.SUCCESS if done else messages.INFO,
-        )
-        if asked > done:
-            self.message_user(
-                request,
-                ngettext(
-                    "%(n)d run left as it was: %(why)s.",
-                    "%(n)d runs left as they were: %(why)s.",
-                    asked - done,
-                )
-                % {"n": asked - done, "why": why},
-                messages.WARNING,
-            )
+        report_outcome(self, request, done=done, asked=len(queryset), verb=verb, why=_("not held"))
 
 
 # -- schedules -----------------------------------------------------------------------------
@@ -506,7 +522,9 @@ class ScheduleAdmin(GuardedActionsMixin, ReadOnlyMixin, ScheduleModelAdmin):
             if schedules.pause(row.job, _actor(request), note).done:
                 done += 1
                 self.log_change(request, row, f"Paused: {note}" if note else "Paused")
-        self._report(request, done, len(queryset), _("paused"), _("already paused"))
+        report_outcome(
+            self, request, done=done, asked=len(queryset), verb=_("paused"), why=_("already paused")
+        )
         return None
 
     @admin.action(description=_("Resume selected schedules"), permissions=["pause"])
@@ -517,7 +535,9 @@ class ScheduleAdmin(GuardedActionsMixin, ReadOnlyMixin, ScheduleModelAdmin):
             if result.done:
                 done += 1
                 self.log_change(request, row, f"Resumed ({result.missed} missed due times)")
-        self._report(request, done, len(queryset), _("resumed"), _("not paused"))
+        report_outcome(
+            self, request, done=done, asked=len(queryset), verb=_("resumed"), why=_("not paused")
+        )
 
     @admin.action(description=_("Run now"), permissions=["run_now"])
     def run_now(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
@@ -529,25 +549,6 @@ class ScheduleAdmin(GuardedActionsMixin, ReadOnlyMixin, ScheduleModelAdmin):
                 continue
             self.log_change(request, row, f"Run now: run {result.run.pk}")
             self.message_user(request, f"{row.job}: started run {result.run.pk}", messages.SUCCESS)
-
-    def _report(self, request: HttpRequest, done: int, asked: int, verb: Any, why: Any) -> None:
-        self.message_user(
-            request,
-            ngettext("%(n)d schedule %(verb)s.", "%(n)d schedules %(verb)s.", done)
-            % {"n": done, "verb": verb},
-            messages.SUCCESS if done else messages.INFO,
-        )
-        if asked > done:
-            self.message_user(
-                request,
-                ngettext(
-                    "%(n)d schedule left as it was: %(why)s.",
-                    "%(n)d schedules left as they were: %(why)s.",
-                    asked - done,
-                )
-                % {"n": asked - done, "why": why},
-                messages.WARNING,
-            )
 
 
 @admin.register(Missed)

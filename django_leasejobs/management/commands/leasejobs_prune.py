@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
-import sys
 from datetime import timedelta
 from typing import Any
 
@@ -13,9 +11,8 @@ from django.db import DatabaseError
 
 from django_leasejobs.errors import describe
 from django_leasejobs.management.arguments import quantity, whole_number
+from django_leasejobs.management.verbosity import configure_logging
 from django_leasejobs.retention import PruneReport, prune
-
-_LEVELS = {0: logging.ERROR, 1: logging.WARNING, 2: logging.INFO, 3: logging.DEBUG}
 
 #: A century: more would put the cutoff before the year 1 on some clocks.
 MAX_DAYS = 36500
@@ -59,7 +56,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         verbosity: int = options["verbosity"]
-        self._configure_logging(verbosity)
+        configure_logging(verbosity)
         days: float | None = options["older_than"]
         try:
             report = prune(
@@ -78,11 +75,3 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(report.as_dict(), sort_keys=True))
         elif verbosity >= 1:
             self.stdout.write(report.summary())
-
-    def _configure_logging(self, verbosity: int) -> None:
-        logger = logging.getLogger("django_leasejobs")
-        logger.setLevel(_LEVELS.get(verbosity, logging.DEBUG))
-        if not logger.handlers and not logging.getLogger().handlers:
-            handler = logging.StreamHandler(sys.stderr)
-            handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-            logger.addHandler(handler)

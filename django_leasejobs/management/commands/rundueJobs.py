@@ -6,8 +6,6 @@ The name is the one users asked for; ``run_due_jobs`` is the conventional alias.
 from __future__ import annotations
 
 import json
-import logging
-import sys
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -18,11 +16,9 @@ from django_leasejobs.driver import DriveReport, run_due_jobs
 from django_leasejobs.errors import describe
 from django_leasejobs.exceptions import JobNotRegistered
 from django_leasejobs.management.arguments import quantity, whole_number
+from django_leasejobs.management.verbosity import configure_logging
 from django_leasejobs.registry import get_job
 from django_leasejobs.worker import Worker
-
-_LEVELS = {0: logging.ERROR, 1: logging.WARNING, 2: logging.INFO, 3: logging.DEBUG}
-
 
 valid_positive_int = whole_number(1)
 valid_interval = quantity("seconds", most=86400, zero_ok=False)
@@ -83,7 +79,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         verbosity: int = options["verbosity"]
-        self._configure_logging(verbosity)
+        configure_logging(verbosity)
         self.as_json: bool = options["json"]
         self.verbosity = verbosity
         limit = options["limit"] or conf.DRIVE_LIMIT
@@ -122,11 +118,3 @@ class Command(BaseCommand):
                     self.stdout.write(f"  error {note.run_id}: {note.text}")
                 for note in report.warnings:
                     self.stdout.write(f"  warning {note.run_id}: {note.text}")
-
-    def _configure_logging(self, verbosity: int) -> None:
-        logger = logging.getLogger("django_leasejobs")
-        logger.setLevel(_LEVELS.get(verbosity, logging.DEBUG))
-        if not logger.handlers and not logging.getLogger().handlers:
-            handler = logging.StreamHandler(sys.stderr)
-            handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-            logger.addHandler(handler)
