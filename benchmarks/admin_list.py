@@ -46,7 +46,12 @@ if str(ROOT) not in sys.path:
 
 # The database set-up and the machine description must match drain.py's exactly,
 # so the numbers of the benchmarks can be read side by side.
-from benchmarks.drain import fresh_database, machine_info, setup_database  # noqa: E402
+from benchmarks.drain import (  # noqa: E402
+    fresh_database,
+    machine_info,
+    setup_database,
+    write_results,
+)
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 CHILD_TIMEOUT = 3600
@@ -668,15 +673,7 @@ def main(args: argparse.Namespace) -> int:
     text = "\n".join(report)
     print()
     print(text)
-    RESULTS_DIR.mkdir(exist_ok=True)
-    stem = f"admin-list-{datetime.date.today():%Y-%m-%d}"
-    path = RESULTS_DIR / f"{stem}.md"
-    counter = 2
-    while path.exists():  # Never overwrite an earlier run of the same day.
-        path = RESULTS_DIR / f"{stem}-{counter}.md"
-        counter += 1
-    path.write_text(text)
-    print(f"Written to {path.relative_to(ROOT)}")
+    write_results("admin-list", text)
     return 1 if problems else 0
 
 

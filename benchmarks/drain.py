@@ -103,6 +103,20 @@ def run_child(url: str, action: str, tmp: Path, **options: int) -> dict[str, Any
     return json.loads(result.read_text())
 
 
+def write_results(kind: str, text: str) -> Path:
+    """Write *text* to benchmarks/results/<kind>-<date>.md, never over an earlier run."""
+    RESULTS_DIR.mkdir(exist_ok=True)
+    stem = f"{kind}-{datetime.date.today():%Y-%m-%d}"
+    path = RESULTS_DIR / f"{stem}.md"
+    counter = 2
+    while path.exists():
+        path = RESULTS_DIR / f"{stem}-{counter}.md"
+        counter += 1
+    path.write_text(text)
+    print(f"Written to {path.relative_to(ROOT)}")
+    return path
+
+
 def git(*args: str) -> str:
     """Output of a git command in the repository; empty if git is unavailable."""
     done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False)
@@ -205,15 +219,7 @@ def main(args: argparse.Namespace) -> int:
     text = "\n".join(report)
     print()
     print(text)
-    RESULTS_DIR.mkdir(exist_ok=True)
-    stem = f"drain-{datetime.date.today():%Y-%m-%d}"
-    path = RESULTS_DIR / f"{stem}.md"
-    counter = 2
-    while path.exists():  # Never overwrite an earlier run of the same day.
-        path = RESULTS_DIR / f"{stem}-{counter}.md"
-        counter += 1
-    path.write_text(text)
-    print(f"Written to {path.relative_to(ROOT)}")
+    write_results("drain", text)
     if failed:
         print("FAIL: see above")
         return 1
