@@ -53,7 +53,6 @@ from benchmarks.drain import (  # noqa: E402
     write_results,
 )
 
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
 CHILD_TIMEOUT = 3600
 
 #: A dozen jobs, registered in the child so the job filter lists them as a site would.
