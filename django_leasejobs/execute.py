@@ -17,7 +17,6 @@ from django.db import transaction
 from django.dispatch import Signal
 
 from . import signals, store
-from .clock import get_clock
 from .codec import encode
 from .errors import describe
 from .exceptions import Defer, NotQueueSafe
@@ -269,7 +268,7 @@ def _scheduled_outcome(run: Run, spec: Job, status: str) -> None:
     if spec.schedule:
         from .schedules import record_outcome  # Schedules import the store; avoid a cycle.
 
-        record_outcome(run, status, get_clock().now())
+        record_outcome(run, status)
 
 
 def _send(signal: Signal, run: Run, **extra: object) -> None:

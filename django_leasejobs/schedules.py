@@ -445,9 +445,9 @@ def check_overdue(rows: list[Schedule], now: datetime) -> None:
             same.filter(overdue_since__isnull=False).update(overdue_since=None)
 
 
-def record_outcome(run: Run, status: str, now: datetime) -> None:
-    """Note a scheduled run's final outcome on its schedule (S6)."""
+def record_outcome(run: Run, status: str) -> None:
+    """Note a scheduled run's final outcome on its schedule (S6): one statement."""
     values: dict[str, Any] = {"last_outcome": status}
     if status == "done":
-        values["last_success_at"] = now
+        values["last_success_at"] = get_clock().now_expr()  # the database's time, no read
     Schedule.objects.using(_using()).filter(job=run.job).update(**values)
