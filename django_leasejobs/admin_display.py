@@ -2,6 +2,11 @@
 
 Everything user-supplied (payloads, cursors, errors, notes) goes through
 ``format_html`` / ``escape``: a payload holding ``<script>`` is shown as text.
+
+Nothing a row holds may turn a page into a 500 (A2, SPEC §11-12): a value too
+deep to pretty-print is shown as stored, a counter too large for a float
+clamps the bar, and a row the backend cannot read back is shown as a
+placeholder that says why (:func:`read_robustly`, :func:`read_columns`).
 """
 
 from __future__ import annotations
@@ -12,26 +17,43 @@ from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any
 
+from django.contrib.admin.utils import display_for_value
 from django.core.paginator import Paginator
+from django.db import DatabaseError
+from django.db.models import QuerySet
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 
-from .codec import Decoded
+from .codec import MAX_DEPTH, Decoded, decode
+from .errors import unreadable_reason
 from .models import Run
 
 __all__ = [
+    "READ_ERRORS",
     "CappedCountPaginator",
     "cron_in_words",
     "duration",
     "json_block",
     "lease_text",
+    "placeholder",
     "pre",
     "progress",
+    "read_columns",
+    "read_robustly",
     "status_badge",
     "table",
+    "unreadable",
 ]
+
+#: What reading a stored row raises when the backend cannot give a value back
+#: (SPEC §12): SQLite's text that is not UTF-8 (``OperationalError``) and its
+#: impossible dates (``ValueError``), psycopg's timestamps past year 9999
+#: (``DataError``).
+READ_ERRORS = (DatabaseError, ValueError, TypeError, OverflowError)
+#: The run columns holding JSON text, shown decoded.
+JSON_COLUMNS = frozenset({"payload", "cursor", "counters", "rerun_payload"})
 
 #: Colours of run statuses and schedule states, for the eye, not for meaning.
 COLOURS = {
@@ -46,6 +68,9 @@ COLOURS = {
     "stalled": "#c2410c",
     "missed": "#b91c1c",
     "never_run": "#6b7280",
+    "orphaned": "#6b7280",
+    "invalid": "#b91c1c",
+    "unreadable": "#b91c1c",
 }
 
 
@@ -80,19 +105,77 @@ def pre(text: str) -> SafeString:
     return format_html('<pre style="white-space:pre-wrap;margin:0">{}</pre>', text)
 
 
+def _as_stored(title: str, reason: str, raw: str | None) -> SafeString:
+    return format_html(
+        '<div class="leasejobs-decode-error"><strong style="color:#b91c1c">{}</strong> {}'
+        '<pre style="white-space:pre-wrap;margin:0">{}</pre></div>',
+        title,
+        reason,
+        raw,
+    )
+
+
+def _nested_deeper(value: object, limit: int) -> bool:
+    """Whether *value* nests lists and dicts more than *limit* levels, found without recursing."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth >= limit:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
+
+
 def json_block(decoded: Decoded, empty: Any = None) -> SafeString | str:
-    """A decoded JSON column, pretty-printed; the raw text and the reason if it does not parse."""
+    """A decoded JSON column, pretty-printed; the raw text and the reason if it cannot be.
+
+    Pretty-printing recurses once per level, so a value deeper than the codec
+    ever writes (``MAX_DEPTH``, a restored or hand-edited row) is shown as
+    stored rather than risk a ``RecursionError`` part-way through a page.
+    """
     if decoded.error:
-        return format_html(
-            '<div class="leasejobs-decode-error"><strong style="color:#b91c1c">{}</strong> {}'
-            '<pre style="white-space:pre-wrap;margin:0">{}</pre></div>',
-            _("Cannot be decoded:"),
-            decoded.error,
-            decoded.raw,
-        )
+        return _as_stored(_("Cannot be decoded:"), decoded.error, decoded.raw)
     if decoded.raw is None and empty is not None:
         return format_html("<em>{}</em>", empty)
-    return pre(json.dumps(decoded.value, indent=2, ensure_ascii=False, sort_keys=True))
+    if isinstance(decoded.value, dict | list) and _nested_deeper(decoded.value, MAX_DEPTH):
+        reason = _("nested more than %(levels)d levels deep, too deep to pretty-print.")
+        return _as_stored(_("Shown as stored:"), reason % {"levels": MAX_DEPTH}, decoded.raw)
+    text = json.dumps(decoded.value, indent=2, ensure_ascii=False, sort_keys=True)
+    if not text.isascii() and not _utf8(text):
+        # A lone surrogate (stored as a \u escape) cannot be sent as UTF-8.
+        text = json.dumps(decoded.value, indent=2, ensure_ascii=True, sort_keys=True)
+    return pre(text)
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _number(value: int | float) -> str:
+    """A counter as text, a huge int cut short: a 400-digit count would fill the list."""
+    text = str(value)
+    digits = text.lstrip("-")
+    if isinstance(value, int) and len(digits) > 15:
+        return f"{text[: len(text) - len(digits) + 8]}…({len(digits)} digits)"
+    return text
+
+
+#: What a counter that is not a number is shown as: its JSON kind, never its text.
+_KINDS = {dict: "object", list: "array", str: "string", bool: "boolean"}
+
+
+def _share(done: float, total: int) -> float:
+    """How far *done* is towards *total*, in [0, 1], dividing only when it cannot overflow."""
+    if done <= 0:
+        return 0.0
+    if done >= total:
+        return 1.0
+    return done / total  # done < total < 2**64: a float holds both
 
 
 def progress(run: Run) -> SafeString | str:
@@ -101,23 +184,35 @@ def progress(run: Run) -> SafeString | str:
     The bar's numerator is the run's largest counter: for a walk that counts
     what it imported, that is how far it got.
     """
+    if unreadable(run) is not None:
+        return "—"
     counters = run.decoded_counters()
     values = counters.value if counters.ok and isinstance(counters.value, dict) else {}
+    numbers = {name: v for name, v in values.items() if type(v) in (int, float)}
     if run.progress_total:
-        done = max((v for v in values.values() if isinstance(v, int | float)), default=0)
-        share = max(0.0, min(1.0, done / run.progress_total))
+        done = max(numbers.values(), default=0)
+        share = _share(done, run.progress_total)
         return format_html(
             '<div class="leasejobs-progress" title="{} / {}" style="width:120px;background:#e5e7eb;'
             'border-radius:4px"><div style="width:{}%;background:#2563eb;height:8px;'
             'border-radius:4px"></div></div> {}%',
-            done,
+            _number(done),
             run.progress_total,
             f"{share * 100:.0f}",
             f"{share * 100:.0f}",
         )
     if not values:
         return "—"
-    return ", ".join(f"{name}={value}" for name, value in values.items())
+    return ", ".join(
+        f"{_printable(name)}="
+        + (_number(numbers[name]) if name in numbers else _KINDS.get(type(value), "null"))
+        for name, value in values.items()
+    )
+
+
+def _printable(text: str) -> str:
+    """*text* as it can be sent as UTF-8: a lone surrogate becomes a ``\\u`` escape."""
+    return text if _utf8(text) else text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def duration(started: datetime | None, ended: datetime | None) -> str:
@@ -133,7 +228,7 @@ def duration(started: datetime | None, ended: datetime | None) -> str:
 
 def lease_text(run: Run) -> str:
     """Who holds the run and until when, while it is leased."""
-    if not run.lease_owner:
+    if not run.lease_owner or unreadable(run) is not None:
         return "—"
     host, _sep, rest = run.lease_holder.partition(":")
     pid = rest.split(":", 1)[0]
@@ -170,3 +265,76 @@ def table(headers: Sequence[Any], rows: Iterable[Sequence[Any]]) -> SafeString |
         ((format_html_join("", "<td>{}</td>", ((cell,) for cell in row)),) for row in rows),
     )
     return format_html("<table><thead><tr>{}</tr></thead><tbody>{}</tbody></table>", head, body)
+
+
+# -- rows the backend cannot read back (SPEC §12) -----------------------------------------------
+
+
+def unreadable(run: Run) -> str | None:
+    """Why *run* stands in for a row that cannot be read back, or ``None`` for a real row."""
+    reason: str | None = vars(run).get("_leasejobs_unreadable")
+    return reason
+
+
+def placeholder(pk: str, reason: str) -> Run:
+    """A run holding only its id, standing in for a row that cannot be read back.
+
+    What the lists show of it reads as unknown ("?", "—"), never as a value
+    (a default status or a zero count would be a lie about the row).
+    """
+    run = Run(pk=pk, job="?", instance="?", status="unreadable")
+    run._state.adding = False  # it stands for a stored row (an inline would clear a new one's id)
+    vars(run).update(
+        dict.fromkeys(("attempts", "started_at", "updated_at", "next_attempt_at"), None),
+        _leasejobs_unreadable=reason,
+    )
+    return run
+
+
+def read_robustly(rows: QuerySet[Run], within: QuerySet[Run] | None = None) -> list[Run]:
+    """The runs of *rows*, a placeholder in place of each one the backend cannot read back.
+
+    The rows are read as usual. Only when that fails are they read again: their
+    ids (always readable) and then each row by id from *within* (the unsliced
+    queryset *rows* came from, *rows* itself by default), so one bad row costs
+    its own page an extra query per row, and every other page nothing.
+    """
+    try:
+        return list(rows)
+    except READ_ERRORS:
+        pass
+    within = rows if within is None else within
+    found: list[Run] = []
+    for pk in rows.values_list("pk", flat=True):
+        try:
+            found.extend(within.filter(pk=pk))
+        except READ_ERRORS as exc:
+            found.append(placeholder(pk, unreadable_reason(exc)))
+    return found
+
+
+def read_columns(pk: str) -> list[tuple[str, str, Any, str | None]]:
+    """Each column of run *pk* read on its own: (label, name, shown value, why it cannot be read).
+
+    For the detail page of a row that cannot be read whole: every column
+    that can be read is shown as such, and each one that cannot says why,
+    without quoting what it holds (an error message may quote a payload).
+    """
+    one = Run.objects.filter(pk=pk)
+    columns: list[tuple[str, str, Any, str | None]] = []
+    for field in Run._meta.concrete_fields:
+        label, name = str(field.verbose_name), field.attname
+        try:
+            values = list(one.values_list(name, flat=True))
+        except READ_ERRORS as exc:
+            columns.append((label, name, None, unreadable_reason(exc)))
+            continue
+        value = values[0] if values else None
+        if name in JSON_COLUMNS:
+            shown: Any = json_block(decode(value), empty="—")
+        elif name == "last_error" and value:
+            shown = pre(value)
+        else:
+            shown = display_for_value(value if value != "" else None, "—")
+        columns.append((label, name, shown, None))
+    return columns

@@ -8,6 +8,13 @@ and decodes itself (SPEC §2), for two reasons that pull in opposite directions:
   into an error, ``NaN`` into something no other parser reads and a
   ``datetime`` into nothing at all, so values are walked first and anything
   that would be reshaped is refused with the path where it sits.
+* **Storable.** What passes must also be something every backend can store
+  and read back: JSON text that is valid UTF-8 (a lone surrogate -- from an
+  undecodable file name, say -- is written as a ``\\u`` escape), no deeper
+  than :data:`MAX_DEPTH`, no larger than ``LEASEJOBS["VALUE_MAX_BYTES"]``
+  (MariaDB drops the connection on a statement past ``max_allowed_packet``),
+  and no int Python itself refuses to print (4 300 digits). Each refusal
+  names the path, before anything is written (SPEC §12).
 * **Tolerant on the way out.** A hand-edited dump or a bad migration can leave
   text that does not parse. The admin must still show such a row, and the drive
   must contain it as one failed run (R9), so :func:`decode` never raises: it
@@ -18,14 +25,23 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from dataclasses import dataclass
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
 
+from .conf import conf
 from .exceptions import NotQueueSafe
 
-__all__ = ["Decoded", "decode", "encode", "encode_result"]
+__all__ = ["MAX_DEPTH", "Decoded", "decode", "encode", "encode_result", "storable_text"]
+
+#: How deeply lists and dicts may nest in a stored value. Python's own JSON
+#: encoder and decoder give up near 1 000 levels (``RecursionError``); no real
+#: payload comes close to this.
+MAX_DEPTH = 100
+#: Ints this long (in bits) may be past ``sys.get_int_max_str_digits()``.
+_LONG_INT_BITS = 3 * 4300
 
 #: The exact types a queue-safe value may have. Subclasses are refused too:
 #: an ``IntEnum`` or a ``str`` subclass would come back as its plain base type.
@@ -50,28 +66,71 @@ def check_queue_safe(value: object, root: str) -> None:
     """
     on_path: set[int] = set()
 
-    def walk(item: object, path: str) -> None:
+    def walk(item: object, path: str, depth: int) -> None:
         kind = type(item)
         if item is None or kind in _SCALARS:
             if kind is float and not math.isfinite(item):  # type: ignore[arg-type]
                 raise NotQueueSafe(path, _describe(item))
+            if kind is int and _unprintable(item):  # type: ignore[arg-type]
+                limit = sys.get_int_max_str_digits()
+                raise NotQueueSafe(path, f"an int of more than {limit} digits")
             return
         if kind is not dict and kind is not list:
             raise NotQueueSafe(path, _describe(item))
         if id(item) in on_path:
             raise NotQueueSafe(path, "a cycle back to a value that contains it")
+        if depth >= MAX_DEPTH:
+            raise NotQueueSafe(path, f"nested more than {MAX_DEPTH} levels deep")
         on_path.add(id(item))
         if isinstance(item, list):
             for index, element in enumerate(item):
-                walk(element, f"{path}.{index}")
+                walk(element, f"{path}.{index}", depth + 1)
         elif isinstance(item, dict):
             for key, element in item.items():
                 if type(key) is not str:
                     raise NotQueueSafe(f"{path}.{key!r}", f"a key of type {type(key).__name__}")
-                walk(element, f"{path}.{key}")
+                walk(element, f"{path}.{key}", depth + 1)
         on_path.discard(id(item))
 
-    walk(value, root)
+    walk(value, root, 0)
+
+
+def _unprintable(number: int) -> bool:
+    """Whether Python refuses to print *number* (``sys.get_int_max_str_digits``)."""
+    if number.bit_length() <= _LONG_INT_BITS:
+        return False
+    try:
+        str(number)
+    except ValueError:
+        return True
+    return False
+
+
+def _dumps(value: object, **options: Any) -> str:
+    """Compact JSON text a database can store as UTF-8.
+
+    A lone surrogate cannot be encoded as UTF-8, so a text holding one is
+    dumped again with ``\\u`` escapes, which carry it losslessly.
+    """
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), **options)
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = json.dumps(value, ensure_ascii=True, separators=(",", ":"), **options)
+    return text
+
+
+def _bounded(text: str, root: str) -> str:
+    size = len(text) if text.isascii() else len(text.encode("utf-8"))
+    if size > conf.VALUE_MAX_BYTES:
+        raise NotQueueSafe(
+            root,
+            f"{size} bytes of JSON",
+            why=f"the most one stored value may take is LEASEJOBS['VALUE_MAX_BYTES'] "
+            f"({conf.VALUE_MAX_BYTES} bytes)",
+        )
+    return text
 
 
 def encode(value: object, root: str) -> str:
@@ -80,7 +139,7 @@ def encode(value: object, root: str) -> str:
     *root* names the value in the error (``"payload"``, ``"cursor"``).
     """
     check_queue_safe(value, root)
-    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return _bounded(_dumps(value, allow_nan=False), root)
 
 
 def encode_result(value: object) -> str:
@@ -90,11 +149,17 @@ def encode_result(value: object) -> str:
     ``DjangoJSONEncoder``, so a ``datetime``, ``Decimal`` or ``UUID`` is stored
     as a string, and the handler gets that stored form back on the first call
     as on a replay. Raises ``TypeError``/``ValueError`` naming what could not be
-    encoded.
+    encoded (nesting too deep, an int too long to print and a value past
+    ``VALUE_MAX_BYTES`` included).
     """
-    return json.dumps(
-        value, cls=DjangoJSONEncoder, ensure_ascii=False, allow_nan=False, separators=(",", ":")
-    )
+    try:
+        text = _dumps(value, cls=DjangoJSONEncoder, allow_nan=False)
+    except RecursionError:
+        raise ValueError("the value is nested too deeply for JSON") from None
+    try:
+        return _bounded(text, "result")
+    except NotQueueSafe as exc:
+        raise ValueError(str(exc)) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +185,14 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def _finite(literal: str) -> float:
+    """Refuse a number too large for a float (``1e999``): Python would read it as ``inf``."""
+    number = float(literal)
+    if math.isinf(number):
+        raise ValueError(f"the number {literal[:40]} is too large for a float")
+    return number
+
+
 def decode(text: str | None, *, empty: Any = None) -> Decoded:
     """Decode a stored JSON column without raising.
 
@@ -129,6 +202,25 @@ def decode(text: str | None, *, empty: Any = None) -> Decoded:
     if text is None:
         return Decoded(empty)
     try:
-        return Decoded(json.loads(text, parse_constant=_refuse_constant), raw=text)
+        return Decoded(
+            json.loads(text, parse_constant=_refuse_constant, parse_float=_finite), raw=text
+        )
     except (ValueError, TypeError) as exc:
         return Decoded(empty, error=f"{type(exc).__name__}: {exc}", raw=text)
+    except RecursionError:
+        return Decoded(empty, error="RecursionError: nested too deeply to decode", raw=text)
+
+
+def storable_text(text: str) -> str:
+    """Return *text* as every backend can store it in a text column (SPEC §12).
+
+    For text we write ourselves (an error message, an operator's name): a lone
+    surrogate becomes a ``\\udXXX`` escape and a NUL -- which PostgreSQL
+    refuses in text -- becomes ``\\x00``. Text that needs neither is returned
+    as it is.
+    """
+    if "\x00" in text:
+        text = text.replace("\x00", "\\x00")
+    if text.isascii():
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")

@@ -18,6 +18,8 @@ from typing import Any
 
 from django.conf import settings as django_settings
 
+from .policy import MAX_DELAY
+
 __all__ = ["SPECS", "Setting", "conf"]
 
 
@@ -36,7 +38,7 @@ def _positive_int(value: Any) -> bool:
 
 
 def _duration(minimum: timedelta) -> Callable[[Any], bool]:
-    return lambda value: isinstance(value, timedelta) and value >= minimum
+    return lambda value: isinstance(value, timedelta) and minimum <= value <= MAX_DELAY
 
 
 def _bool(value: Any) -> bool:
@@ -53,7 +55,7 @@ SPECS: dict[str, Setting] = {
     "LEASE": Setting(
         timedelta(minutes=5),
         _duration(timedelta(milliseconds=100)),
-        "a timedelta of at least 100 ms",
+        "a timedelta from 100 ms to ten years",
         "How long a claim holds a run when its job sets no ``lease``. Renewed at "
         "every step boundary (L7), so it bounds the time between two steps, not a pass.",
     ),
@@ -70,7 +72,7 @@ SPECS: dict[str, Setting] = {
     "RETENTION": Setting(
         timedelta(days=30),
         _duration(timedelta(0)),
-        "a non-negative timedelta",
+        "a timedelta from 0 to ten years",
         "How long finished runs and missed-run records are kept (S7).",
     ),
     "HAND_RUNS_PER_HOUR": Setting(
@@ -79,13 +81,13 @@ SPECS: dict[str, Setting] = {
     "MISSED_GRACE": Setting(
         timedelta(minutes=5),
         _duration(timedelta(0)),
-        "a non-negative timedelta",
+        "a timedelta from 0 to ten years",
         "How late a due time may fire before it counts as missed (S3).",
     ),
     "STALL_AFTER": Setting(
         timedelta(minutes=15),
         _duration(timedelta(seconds=1)),
-        "a timedelta of at least one second",
+        "a timedelta from one second to ten years",
         "A live run older than this reads as stalled, unless its job says otherwise (S6).",
     ),
     "REDACT_ERRORS": Setting(
@@ -99,6 +101,22 @@ SPECS: dict[str, Setting] = {
         _positive_int,
         "a positive int",
         "Characters of an error message kept in ``last_error``; the rest is cut.",
+    ),
+    "VALUE_MAX_BYTES": Setting(
+        4 * 1024 * 1024,
+        _positive_int,
+        "a positive int",
+        "The most bytes of JSON one stored value (payload, cursor, counters, a step "
+        "result) may take; a larger one is refused with its path (R2). Keep it under "
+        "half the database's own statement limit (MariaDB's ``max_allowed_packet``, "
+        "16 MiB by default).",
+    ),
+    "ORPHAN_AFTER": Setting(
+        timedelta(days=7),
+        _duration(timedelta(minutes=1)),
+        "a timedelta from one minute to ten years",
+        "A schedule whose job no drive has registered for this long reads as orphaned "
+        "(S6), and retention disables it (S1).",
     ),
     "CLOCK": Setting(
         "django_leasejobs.clock.DatabaseClock",
@@ -123,6 +141,8 @@ class _Conf:
     STALL_AFTER: timedelta
     REDACT_ERRORS: bool
     ERROR_MAX_LENGTH: int
+    VALUE_MAX_BYTES: int
+    ORPHAN_AFTER: timedelta
     CLOCK: str
 
     def __getattr__(self, name: str) -> Any:

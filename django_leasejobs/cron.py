@@ -24,7 +24,7 @@ from zoneinfo import ZoneInfo
 
 from croniter import croniter
 
-__all__ = ["count", "iter_due", "newest", "next_due", "oldest"]
+__all__ = ["count", "is_due", "iter_due", "newest", "next_due", "oldest"]
 
 _DAY = timedelta(days=1)
 
@@ -57,6 +57,11 @@ def iter_due(expression: str, zone: ZoneInfo, after: datetime) -> Iterator[datet
 def next_due(expression: str, zone: ZoneInfo, after: datetime) -> datetime:
     """The first due time strictly after *after*."""
     return next(iter_due(expression, zone, after))
+
+
+def is_due(expression: str, zone: ZoneInfo, moment: datetime) -> bool:
+    """Whether *moment* is one of the expression's due times (on the cron grid)."""
+    return next_due(expression, zone, moment - _tiny()) == moment
 
 
 def oldest(

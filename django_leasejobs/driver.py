@@ -11,12 +11,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
-from django.db import DatabaseError, InterfaceError, OperationalError, router
+from django.db import DatabaseError, router
+from django.db.models import BooleanField, ExpressionWrapper, Q
 
 from . import retention, schedules, store
 from .clock import get_clock
 from .conf import conf
-from .errors import describe
+from .errors import connection_lost, describe, one_line
 from .execute import drive_run
 from .holder import current_holder, is_gone
 from .models import Run
@@ -94,9 +95,12 @@ def _snapshot(jobs: Iterable[Job], scan_max: int) -> list[DueKey]:
         Run.objects.using(router.db_for_read(Run))
         .due(get_clock().now_expr())
         .filter(job__in=names)
-        .values_list("id", "job", "lease_began_at")[:scan_max]
+        # Whether a lease began, not when: a date the database cannot hand
+        # back (R9, §12) must not stop the snapshot of every other run.
+        .annotate(began=ExpressionWrapper(Q(lease_began_at__isnull=False), BooleanField()))
+        .values_list("id", "job", "began")[:scan_max]
     )
-    return [DueKey(run_id, job, began is not None) for run_id, job, began in rows]
+    return [DueKey(run_id, job, bool(began)) for run_id, job, began in rows]
 
 
 def _release_dead_holders(jobs: Iterable[Job], scan_max: int, report: DriveReport) -> None:
@@ -176,11 +180,11 @@ def run_due_jobs(
     by_name = {spec.name: spec for spec in specs}
 
     report = DriveReport()
+    using = router.db_for_write(Run)
     # D6: schedules first, so a due time fired now is driven in this drive.
-    now = get_clock().now(router.db_for_write(Run))
-    rows = schedules.sync_schedules(now)
-    schedules.fire_due_schedules(now, rows, None if jobs is None else set(by_name))
-    schedules.check_overdue(rows, now)
+    now = get_clock().now(using)
+    for problem in schedules.drive_schedules(now, None if jobs is None else set(by_name)):
+        report.errors.append(Note("", f"schedule {problem.job!r}: {problem.text}"))
     _release_dead_holders(specs, conf.SCAN_MAX, report)
     for key in _snapshot(specs, conf.SCAN_MAX):
         if report.attempted >= limit or stop():
@@ -194,15 +198,18 @@ def run_due_jobs(
                 stop=stop,
                 interrupt=interrupt,
             )
-        except (OperationalError, InterfaceError) as exc:
-            # The connection is gone: the pass in flight is abandoned (its
-            # lease will expire) and the rest of the drive waits for the next.
-            report.errors.append(Note(key.id, describe(exc)))
-            report.aborted = describe(exc)
-            logger.error("Drive aborted: database error on run id=%s (%s)", key.id, type(exc))
-            break
         except DatabaseError as exc:
-            report.errors.append(Note(key.id, describe(exc)))  # D4: this run only
+            report.errors.append(Note(key.id, describe(exc)))
+            if connection_lost(using):
+                # The pass in flight is abandoned (its lease will expire) and
+                # the rest of the drive waits for the next.
+                report.aborted = one_line(exc)
+                logger.error("Drive aborted: database error on run id=%s (%s)", key.id, type(exc))
+                break
+            continue  # D4: this run only -- a deadlock or a refused row is not an outage
+        except Exception as exc:
+            logger.exception("Run id=%s could not be driven", key.id)
+            report.errors.append(Note(key.id, describe(exc)))
             continue
         if outcomes:
             report.attempted += 1
@@ -212,23 +219,39 @@ def run_due_jobs(
                 report.errors.append(Note(key.id, outcome.error))
             if outcome.warning:
                 report.warnings.append(Note(key.id, outcome.warning))
-    _housekeeping()
+    _housekeeping(report)
     logger.debug("Drive finished %s", report.summary())
     return report
 
 
-#: When this process last pruned (monotonic seconds); retention runs hourly at most (D6).
+#: When this process last pruned and last looked after keys (monotonic seconds).
 _last_prune: float | None = None
+_last_sweep: float | None = None
 PRUNE_EVERY = 3600.0
+SWEEP_EVERY = 60.0
 
 
-def _housekeeping() -> None:
-    """D6: after driving runs, prune old finished runs, at most once an hour per process."""
-    global _last_prune  # noqa: PLW0603 - a per-process timer, deliberately
-    if _last_prune is not None and time.monotonic() - _last_prune < PRUNE_EVERY:
-        return
-    _last_prune = time.monotonic()
-    try:
-        retention.prune()
-    except DatabaseError as exc:  # housekeeping never fails a drive
-        logger.error("Retention could not run: %s", describe(exc))
+def _housekeeping(report: DriveReport) -> None:
+    """D6: after driving runs, the per-process chores, each at most so often.
+
+    Every minute: free the keys of runs cancelled mid-pass whose worker died
+    (§3 ``cancel``), and report rows stranded by hand edits (§11). Every hour:
+    prune old finished runs (S7). Housekeeping never fails a drive.
+    """
+    global _last_prune, _last_sweep  # noqa: PLW0603 - per-process timers, deliberately
+    clock = time.monotonic()
+    if _last_sweep is None or clock - _last_sweep >= SWEEP_EVERY:
+        _last_sweep = clock
+        try:
+            store.release_expired_cancels(conf.SCAN_MAX)
+            for run_id, text in store.stranded(conf.SCAN_MAX):
+                logger.warning("Run id=%s is stranded: %s", run_id, text)
+                report.warnings.append(Note(run_id, f"stranded: {text}"))
+        except DatabaseError as exc:
+            logger.error("Key housekeeping could not run: %s", describe(exc))
+    if _last_prune is None or clock - _last_prune >= PRUNE_EVERY:
+        _last_prune = clock
+        try:
+            retention.prune()
+        except DatabaseError as exc:
+            logger.error("Retention could not run: %s", describe(exc))

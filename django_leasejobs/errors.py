@@ -1,20 +1,46 @@
-"""How an exception becomes ``last_error`` text (SPEC §10).
+"""How an exception becomes ``last_error`` text, and what a database error means.
 
 A message can quote a secret (a token in a URL, a password in a DSN), so with
 ``REDACT_ERRORS`` only the exception's type is kept; otherwise the type and
 message, cut to ``ERROR_MAX_LENGTH``. Database URLs with credentials are
-masked either way.
+masked either way, and the text is made storable (no NUL, no lone surrogate),
+because it is written to the row it describes (SPEC §10, §12).
+
+A database error is one of three things to the drive, and each is handled
+differently: a *conflict* (a deadlock or serialization failure) lost a race
+and is simply tried again; a *lost connection* ends the drive; anything else
+is about one row and is contained to that row (D4, R9).
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
+from django.db import DatabaseError, connections
+
+from .codec import storable_text
 from .conf import conf
 
-__all__ = ["describe", "mask_urls"]
+__all__ = [
+    "connection_lost",
+    "describe",
+    "is_conflict",
+    "mask_urls",
+    "one_line",
+    "unreadable_reason",
+]
 
-_URL_CREDENTIALS = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^/\s:@]*(:[^/\s@]*)?@")
+# The password may hold "/" (it is cut at the last "@" before the host); the
+# user name may not, or "https://host/path@x" would read as credentials.
+_URL_CREDENTIALS = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^/\s:@]*(:[^\s@]*)?@")
+
+#: MySQL/MariaDB error numbers and PostgreSQL SQLSTATEs of a lost race.
+_MYSQL_CONFLICTS = frozenset({1213})  # ER_LOCK_DEADLOCK
+_POSTGRES_CONFLICTS = frozenset({"40001", "40P01"})  # serialization_failure, deadlock_detected
+
+#: SQLite's words for a text column that is not valid UTF-8 (its message quotes the text).
+_UNDECODABLE = re.compile(r"Could not decode to UTF-8 column '([^']*)'")
 
 
 def mask_urls(text: str) -> str:
@@ -30,6 +56,52 @@ def describe(exc: BaseException, prefix: str = "") -> str:
     else:
         message = str(exc).strip()
         text = f"{name}: {message}" if message else name
-    text = mask_urls(prefix + text)
+    text = storable_text(mask_urls(prefix + text))
     limit = conf.ERROR_MAX_LENGTH
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def one_line(exc: BaseException) -> str:
+    """*exc* described on one line, for a command's stderr or a log line (D5)."""
+    return " ".join(describe(exc).split())
+
+
+def is_conflict(exc: BaseException) -> bool:
+    """Whether *exc* is a deadlock or serialization failure: worth running again (SPEC §12)."""
+    cause = exc.__cause__ if isinstance(exc, DatabaseError) else None
+    if cause is None:
+        return False
+    if getattr(cause, "sqlstate", None) in _POSTGRES_CONFLICTS:
+        return True
+    args: tuple[Any, ...] = getattr(cause, "args", ()) or (None,)
+    return args[0] in _MYSQL_CONFLICTS
+
+
+def connection_lost(using: str) -> bool:
+    """Whether the connection *using* is gone, after a database error on it.
+
+    Asked rather than guessed from the error's class: MySQL reports a deadlock
+    and SQLite an undecodable column as ``OperationalError``, the same class
+    as a server that went away, yet the connection is fine after both.
+    """
+    connection = connections[using]
+    try:
+        if connection.connection is None:
+            connection.ensure_connection()  # Closed, not necessarily lost: try to reopen.
+            return False
+        return not connection.is_usable()
+    except Exception:
+        return True
+
+
+def unreadable_reason(exc: BaseException) -> str:
+    """Why a stored row could not be read back, without quoting what it holds.
+
+    SQLite's message for a column that is not UTF-8 quotes the column's text,
+    which may be a payload; logs and ``last_error`` never carry payloads.
+    """
+    if match := _UNDECODABLE.search(str(exc)):
+        return f"the stored column {match.group(1)!r} is not valid UTF-8"
+    if isinstance(exc, ValueError | TypeError | OverflowError):
+        return f"a stored value does not parse ({type(exc).__name__}: {exc})"
+    return f"the stored row cannot be read ({describe(exc)})"

@@ -11,6 +11,8 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured, ValidationError
 
+from .policy import MAX_DELAY
+
 
 class LeaseJobsError(Exception):
     """A django-leasejobs error. Do not raise directly."""
@@ -49,11 +51,13 @@ class NotQueueSafe(LeaseJobsError, ValidationError):
     what was found there. A ``ValidationError`` so forms and APIs can show it.
     """
 
-    def __init__(self, path: str, what: str) -> None:
-        message = (
-            f"{path} is {what}: a run's payload and cursor hold JSON values only "
+    def __init__(self, path: str, what: str, why: str | None = None) -> None:
+        why = why or (
+            "a run's payload and cursor hold JSON values only "
             "(dict with str keys, list, str, int, finite float, bool, None)"
         )
+        shown = path if len(path) <= 120 else f"{path[:60]}…{path[-40:]}"
+        message = f"{shown} is {what}: {why}"
         ValidationError.__init__(self, message, code="not_queue_safe", params={"path": path})
         self.path = path
         self.what = what
@@ -62,12 +66,32 @@ class NotQueueSafe(LeaseJobsError, ValidationError):
         return str(self.message)
 
 
+class RetryRefused(LeaseJobsError, ValueError):
+    """This run cannot be retried."""
+
+
+class UnreadableRow(LeaseJobsError):
+    """A stored run cannot be read back, so its pass fails as a malformed row (SPEC R9, §12).
+
+    ``run`` holds only what every row can be read for (id, job, counts).
+    """
+
+    def __init__(self, run: Any, reason: str) -> None:
+        super().__init__(reason)
+        self.run = run
+        self.reason = reason
+
+
 class Defer(LeaseJobsError):
     """The upstream said "not now": no attempt is charged (SPEC R8)."""
 
     def __init__(self, delay: timedelta, reason: str = "") -> None:
         if not isinstance(delay, timedelta) or delay < timedelta(0):
             raise TypeError("Defer(delay) takes a non-negative datetime.timedelta")
+        if delay > MAX_DELAY:
+            raise ValueError(
+                f"Defer(delay) takes at most {MAX_DELAY.days} days (about ten years), got {delay}"
+            )
         super().__init__(reason or f"deferred for {delay}")
         self.delay = delay
         self.reason = reason

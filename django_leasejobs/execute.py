@@ -6,6 +6,7 @@ everything here goes through :mod:`.store`, which owns every write.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -13,13 +14,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.dispatch import Signal
 
 from . import signals, store
 from .codec import encode
-from .errors import describe
-from .exceptions import Defer, NotQueueSafe
+from .errors import connection_lost, describe
+from .exceptions import Defer, NotQueueSafe, UnreadableRow
 from .holder import current_holder
 from .ids import new_owner
 from .passes import DecodeFailed, LeaseLost, Pass, PassInterrupted, PassResult, PassTimedOut
@@ -87,7 +88,11 @@ def _one_pass(
     sent = time.monotonic()  # before the claim is sent: the round trip counts against us
     if not store.claim(run_id, owner, lease, current_holder(), takeover=took_over):
         return None
-    run = store.read_claimed(run_id, owner)
+    unreadable: UnreadableRow | None = None
+    try:
+        run = store.read_claimed(run_id, owner)
+    except UnreadableRow as exc:
+        unreadable, run = exc, exc.run
     if run is None:
         return None
     if took_over:
@@ -109,6 +114,12 @@ def _one_pass(
     ):
         return _admission_miss(run, spec, owner, sent, margin)
     # BEGIN wrote: the pass is committed to running (L4), whatever happens next.
+    if unreadable is not None:
+        # Reading the row is part of the pass: a row the database cannot hand
+        # back fails like one whose JSON does not parse (R9, §12).
+        return _settle_failure(
+            run, spec, owner, FailureCode.DECODE_FAILED, f"UnreadableRow: {unreadable.reason}"
+        )
     return _run_pass(run, spec, owner, sent, interrupt)
 
 
@@ -120,22 +131,26 @@ def _run_pass(
         p.load()
         result = spec.handler(p)
     except LeaseLost:
-        return SUPERSEDED
+        return _superseded(run, owner)
     except PassInterrupted:
         # Shutting down: hand the run back at this step boundary, uncharged.
         if p.lost or not store.defer(run, owner, timedelta(0)):
-            return SUPERSEDED
+            return _superseded(run, owner)
         return Outcome("deferred", warning="released at a step boundary: the worker is stopping")
     except Defer as deferral:
         if p.lost:
-            return SUPERSEDED
-        return Outcome("deferred") if store.defer(run, owner, deferral.delay) else SUPERSEDED
-    except Exception as exc:
+            return _superseded(run, owner)
+        if store.defer(run, owner, deferral.delay):
+            return Outcome("deferred")
+        return _superseded(run, owner)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # SystemExit from a handler is a failed pass too (§11)
         return _failed(run, spec, p, owner, exc)
 
     # The pass's own record decides, not whether an exception reached us.
     if p.lost:
-        return SUPERSEDED
+        return _superseded(run, owner)
     if p.timed_out or p.step_failure is not None or p.past_timeout():
         return _failed(run, spec, p, owner, None)
     if result is not None and not isinstance(result, PassResult):
@@ -148,28 +163,55 @@ def _run_pass(
         cursor = run.cursor
         if result is not None and result.has_cursor:
             cursor = encode(result.cursor, "cursor")
-        counters = encode(p.counters, "counters")
+        counters = encode(dict(p.counters), "counters")
     except NotQueueSafe as exc:
         return _failed(run, spec, p, owner, exc)
 
     done = result is not None and result.done
-    committed = store.commit(
-        run,
-        owner,
-        cursor=cursor,
-        counters=counters,
-        done=done,
-        progress_total=p.progress_total,
-        drop_steps=p.recorded_steps or run.has_steps,
-    )
+    try:
+        committed = store.commit(
+            run,
+            owner,
+            cursor=cursor,
+            counters=counters,
+            done=done,
+            progress_total=p.progress_total,
+            drop_steps=p.recorded_steps or run.has_steps,
+        )
+    except DatabaseError as exc:
+        if connection_lost(store.alias()):
+            raise
+        # The database refused a value the checks let through: the pass
+        # failed, with the database's reason, rather than leaving it begun.
+        return _settle_failure(
+            run,
+            spec,
+            owner,
+            FailureCode.HANDLER_FAILED,
+            describe(exc, prefix="the pass's outcome could not be stored: "),
+        )
     if not committed:
-        return SUPERSEDED
+        return _superseded(run, owner)
     if not done:
         return Outcome("advanced")
     logger.info("Run completed id=%s job=%s", run.pk, run.job)
     _scheduled_outcome(run, spec, "done")
     _send(signals.run_completed, run)
     return Outcome("completed")
+
+
+def _superseded(run: Run, owner: str) -> Outcome:
+    """The pass lost its run. If an operator cancelled it, the key is freed now (§3 cancel)."""
+    store.stop_cancelled(run.pk, owner)
+    return SUPERSEDED
+
+
+def _settle_failure(run: Run, spec: Job, owner: str, code: str, error: str) -> Outcome:
+    """Settle a failed pass that no step or timeout judged: by the job's own policy."""
+    attempts = run.attempts + 1
+    exhausted = spec.retry.exhausted(attempts)
+    retry_in = None if exhausted else spec.retry.delay(attempts)
+    return _settle(run, spec, owner, code=code, error=error, retry_in=retry_in, attempts=attempts)
 
 
 def _failed(run: Run, spec: Job, p: Pass, owner: str, exc: BaseException | None) -> Outcome:
@@ -211,7 +253,7 @@ def _settle(
     if not store.settle(
         run, owner, attempts=charged, failure_code=code, error=error, retry_in=retry_in
     ):
-        return SUPERSEDED
+        return _superseded(run, owner)
     if retry_in is not None:
         logger.warning(
             "Run retrying id=%s job=%s attempt=%s code=%s in=%s",
@@ -230,7 +272,7 @@ def _settle(
 
 def _hold(run: Run, owner: str) -> Outcome:
     if not store.hold(run, owner):
-        return SUPERSEDED
+        return _superseded(run, owner)
     logger.error("Run held id=%s job=%s code=interrupted", run.pk, run.job)
     _send(signals.run_held, run)
     return Outcome("held", error=store.TAKEOVER_NOTE)
@@ -277,7 +319,9 @@ def _send(signal: Signal, run: Run, **extra: object) -> None:
         return  # No receivers: skip the re-read.
 
     def fire() -> None:
-        run.refresh_from_db()
+        # An unreadable row (R9): the receivers get what the pass knew of it.
+        with contextlib.suppress(DatabaseError, ValueError, TypeError, OverflowError):
+            run.refresh_from_db()
         signals.send_robust(signal, type(run), run=run, **extra)
 
     transaction.on_commit(fire)

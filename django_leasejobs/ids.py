@@ -32,6 +32,11 @@ def new_id() -> str:
     with _lock:
         # Same millisecond (or a clock that stepped back): count up from the last.
         value = _last = fresh if fresh > _last else _last + 1
+    return _text(value)
+
+
+def _text(value: int) -> str:
+    """The 26 Crockford base32 characters of a 128-bit *value*."""
     chars = []
     for _ in range(26):
         value, digit = divmod(value, 32)

@@ -12,10 +12,11 @@ from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 from .codec import Decoded, decode
+from .fields import KeyField
 from .ids import new_id
 from .querysets import RunQuerySet
 from .registry import MissedRule
-from .states import FailureCode, RunStatus
+from .states import FailureCode, RunOrigin, RunStatus
 
 __all__ = ["Missed", "MissedAction", "MissedCause", "Run", "Schedule", "Step"]
 
@@ -27,8 +28,15 @@ class Run(models.Model):
     """One durable run of a job: what an operator reads afterwards."""
 
     id = models.CharField(_("id"), primary_key=True, max_length=26, default=new_id, editable=False)
-    job = models.CharField(_("job"), max_length=JOB_NAME_LENGTH)
-    instance = models.CharField(_("instance"), max_length=INSTANCE_LENGTH, default="default")
+    job = KeyField(_("job"), max_length=JOB_NAME_LENGTH)
+    instance = KeyField(_("instance"), max_length=INSTANCE_LENGTH, default="default")
+    origin = models.CharField(
+        _("origin"),
+        max_length=max(len(value) for value in RunOrigin.values),
+        choices=RunOrigin.choices,
+        default=RunOrigin.API,
+        help_text=_("How the run began."),
+    )
     payload = models.TextField(_("payload (JSON)"), default="null")
     status = models.CharField(
         _("status"),
@@ -88,7 +96,7 @@ class Run(models.Model):
         ),
     )
     progress_total = models.PositiveBigIntegerField(_("progress total"), null=True, blank=True)
-    live_key = models.CharField(
+    live_key = KeyField(
         _("live key"),
         max_length=JOB_NAME_LENGTH + 1 + INSTANCE_LENGTH,
         null=True,
@@ -160,7 +168,7 @@ class Step(models.Model):
     run = models.ForeignKey(
         Run, on_delete=models.CASCADE, related_name="steps", verbose_name=_("run")
     )
-    name = models.CharField(_("name"), max_length=200)
+    name = KeyField(_("name"), max_length=200)
     result = models.TextField(
         _("result (JSON)"), null=True, blank=True, help_text=_("Empty = not completed.")
     )
@@ -199,7 +207,7 @@ class MissedAction(models.TextChoices):
 class Schedule(models.Model):
     """The state of one scheduled job (SPEC §7). The definition is the code (S1)."""
 
-    job = models.CharField(_("job"), max_length=JOB_NAME_LENGTH, unique=True)
+    job = KeyField(_("job"), max_length=JOB_NAME_LENGTH, unique=True)
     expression = models.CharField(_("cron expression"), max_length=200)
     timezone = models.CharField(_("time zone"), max_length=64)
     rule = models.CharField(
@@ -215,6 +223,30 @@ class Schedule(models.Model):
     paused_at = models.DateTimeField(_("paused at"), null=True, blank=True)
     paused_by = models.CharField(_("paused by"), max_length=150, blank=True, default="")
     pause_note = models.CharField(_("pause note"), max_length=200, blank=True, default="")
+    last_paused_at = models.DateTimeField(
+        _("last paused at"),
+        null=True,
+        blank=True,
+        help_text=_(
+            "When the last pause that has ended began (its due times were missed: paused)."
+        ),
+    )
+    resumed_at = models.DateTimeField(_("resumed at"), null=True, blank=True)
+    last_due_at = models.DateTimeField(
+        _("last due at"),
+        null=True,
+        blank=True,
+        help_text=_(
+            "Due times up to this one are accounted for (fired, recorded as missed, or "
+            "before the row existed); a changed expression continues from it."
+        ),
+    )
+    seen_at = models.DateTimeField(
+        _("seen at"),
+        null=True,
+        blank=True,
+        help_text=_("When a drive that registers the job last synced this row (S1)."),
+    )
     last_run = models.ForeignKey(
         Run,
         on_delete=models.SET_NULL,
@@ -252,7 +284,7 @@ class Schedule(models.Model):
 class Missed(models.Model):
     """One due time that did not run on time, and what its rule did about it (S3)."""
 
-    job = models.CharField(_("job"), max_length=JOB_NAME_LENGTH)
+    job = KeyField(_("job"), max_length=JOB_NAME_LENGTH)
     due_at = models.DateTimeField(_("due at"))
     cause = models.CharField(
         _("cause"),

@@ -15,10 +15,13 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+
+from django.db import connections
 
 from . import store
 from .codec import decode, encode_result
@@ -34,6 +37,8 @@ __all__ = ["Pass", "PassResult", "PassTimedOut", "RunRef", "StepReused"]
 
 T = TypeVar("T")
 STEP_NAME_LENGTH = 200
+#: ``progress_total`` is a 64-bit column.
+TOTAL_MAX = 2**63 - 1
 
 
 class StepReused(LeaseJobsError):
@@ -84,6 +89,23 @@ class StepFailed(LeaseJobsError):
         self.error = error
 
 
+class StepInTransaction(LeaseJobsError):
+    """A step was called inside a transaction the handler opened (SPEC R5).
+
+    Its record would be written inside that transaction, and a rollback would
+    erase it: the step would run again. Open the transaction inside the
+    step's function instead.
+    """
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"step {name!r} was called inside a transaction the handler opened; its record "
+            "would be rolled back with that transaction and the step would run again. Open "
+            "the transaction inside the step: p.step(name, lambda: atomic_work())"
+        )
+        self.name = name
+
+
 class DecodeFailed(LeaseJobsError):
     """A stored JSON column of the run (or a step result) does not parse (SPEC R9)."""
 
@@ -115,7 +137,8 @@ class Pass:
     cursor:
         What the last committed pass handed forward; ``None`` before the first.
     counters:
-        The run's counters (a dict of numbers), including this pass's counts.
+        The run's counters (a read-only mapping of numbers), including this
+        pass's counts; :meth:`count` is the only way to change one (R5).
     run:
         ``(id, job, instance)`` of the run.
     attempt:
@@ -134,7 +157,7 @@ class Pass:
         self.attempt = run.attempts + 1
         self.payload: Any = None
         self.cursor: Any = None
-        self.counters: dict[str, int | float] = {}
+        self._counters: dict[str, int | float] = {}
         self._row = run
         self._spec = spec
         self._owner = owner
@@ -145,6 +168,9 @@ class Pass:
         self._ledger: dict[str, Step] | None = None if run.has_steps else {}
         self._progress_total: int | None = None
         self._interrupt = interrupt
+        # Transactions open before the handler (a test's, say): a step inside
+        # one the handler opened itself is refused (R5).
+        self._atomic_depth = len(connections[store.alias()].atomic_blocks)
         # What happened, kept on the pass so no handler can talk its way out of it.
         self.recorded_steps = False
         self.lost = False
@@ -172,7 +198,11 @@ class Pass:
             raise DecodeFailed("the run's counters are not a JSON object of numbers")
         self.payload = fields["payload"].value
         self.cursor = fields["cursor"].value
-        self.counters = dict(counters)
+        self._counters = dict(counters)
+
+    @property
+    def counters(self) -> Mapping[str, int | float]:
+        return MappingProxyType(self._counters)
 
     # -- what a handler calls ----------------------------------------------------
 
@@ -182,12 +212,12 @@ class Pass:
             raise TypeError("a counter name is a non-empty str")
         if isinstance(by, bool) or not isinstance(by, int | float) or not math.isfinite(by):
             raise TypeError(f"count() adds a finite int or float, got {by!r}")
-        self.counters[name] = self.counters.get(name, 0) + by
+        self._counters[name] = self._counters.get(name, 0) + by
 
     def total(self, n: int) -> None:
         """Say how many units the whole run has, for the admin's progress bar."""
-        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            raise TypeError(f"total() takes a non-negative int, got {n!r}")
+        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= TOTAL_MAX:
+            raise TypeError(f"total() takes an int from 0 to 2**63 - 1, got {n!r}")
         self._progress_total = n
 
     def advance(self, cursor: Any) -> PassResult:
@@ -226,10 +256,13 @@ class Pass:
         transaction. Either way the value returned is decoded from the stored
         JSON, so it has the same shape on the first call and on a replay.
         """
-        if not isinstance(name, str) or not 0 < len(name) <= STEP_NAME_LENGTH:
-            raise ValueError(f"a step name is a str of 1-{STEP_NAME_LENGTH} characters")
+        store.check_key("a step name", name, STEP_NAME_LENGTH)
+        if retry is not None and not isinstance(retry, Retry):
+            raise TypeError(f"step {name!r}: retry must be a django_leasejobs.Retry, got {retry!r}")
         if name in self._used:
             raise StepReused(name)
+        if len(connections[store.alias()].atomic_blocks) > self._atomic_depth:
+            raise StepInTransaction(name)
         self._used.add(name)
         self._boundary()
         policy = retry if retry is not None else self._spec.retry
@@ -249,15 +282,15 @@ class Pass:
 
         try:
             value = fn()
-        except (Defer, PassTimedOut):
+        except (Defer, PassTimedOut, LeaseLost, PassInterrupted, KeyboardInterrupt):
             raise
-        except Exception as exc:
+        except BaseException as exc:  # SystemExit from a step is a failed attempt too
             error = describe(exc, prefix=f"step {name!r} failed: ")
             self._record(name, None, attempts + 1, error, exists=prior is not None)
             self._fail_step(name, attempts + 1, policy, error)
         try:
             text = encode_result(value)
-        except (TypeError, ValueError) as exc:
+        except Exception as exc:
             error = describe(exc, prefix=f"step {name!r} returned a value JSON cannot store: ")
             self._record(name, None, attempts + 1, error, exists=prior is not None)
             self._fail_step(name, attempts + 1, policy, error)

@@ -7,7 +7,22 @@ import random
 from dataclasses import dataclass
 from datetime import timedelta
 
-__all__ = ["Retry"]
+__all__ = ["MAX_DELAY", "Retry", "delay_problem"]
+
+#: The longest any wait may be: a retry back-off, a ``Defer``, a lease. Every
+#: due time is now plus a wait, and a time past year 9999 is refused by SQLite
+#: and MariaDB and unreadable once PostgreSQL has stored it (SPEC §11).
+MAX_DELAY = timedelta(days=3653)
+
+
+def delay_problem(name: str, value: object, *, positive: bool = False) -> str | None:
+    """Return what is wrong with *value* as a wait called *name*, or ``None``."""
+    floor = "positive" if positive else "non-negative"
+    if not isinstance(value, timedelta) or value < timedelta(0) or (positive and not value):
+        return f"{name} must be a {floor} timedelta, got {value!r}"
+    if value > MAX_DELAY:
+        return f"{name} must be at most {MAX_DELAY.days} days (about ten years), got {value}"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,9 +57,8 @@ class Retry:
         if type(self.max_attempts) is not int or self.max_attempts < 1:
             return f"retry max_attempts must be an int >= 1, got {self.max_attempts!r}"
         for name in ("base", "cap"):
-            value = getattr(self, name)
-            if not isinstance(value, timedelta) or value < timedelta(0):
-                return f"retry {name} must be a non-negative timedelta, got {value!r}"
+            if problem := delay_problem(f"retry {name}", getattr(self, name)):
+                return problem
         if self.cap < self.base:
             return f"retry cap ({self.cap}) is shorter than its base ({self.base})"
         if isinstance(self.jitter, bool) or not isinstance(self.jitter, int | float):

@@ -8,10 +8,11 @@ rather than surfacing in a worker at 3 a.m.
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, overload
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -19,9 +20,10 @@ from croniter import croniter
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from . import cron
 from .conf import conf
 from .exceptions import DuplicateJob, InvalidJob, JobNotRegistered
-from .policy import Retry
+from .policy import MAX_DELAY, Retry, delay_problem
 
 if TYPE_CHECKING:
     from .store import StartResult
@@ -30,7 +32,7 @@ __all__ = ["Job", "MissedRule", "get_job", "job", "registry"]
 
 #: Job names: no whitespace, and no ``|``, which separates job from instance
 #: in the coalescing key (R1).
-NAME_RE = re.compile(r"^[A-Za-z0-9_.:/\-]{1,100}$")
+NAME_RE = re.compile(r"[A-Za-z0-9_.:/\-]{1,100}")
 MIN_LEASE = timedelta(milliseconds=100)
 
 Handler = Callable[..., Any]
@@ -93,29 +95,35 @@ def _is_duration(value: object) -> bool:
 
 def _validate(spec: Job) -> None:
     name = spec.name
-    if not isinstance(name, str) or not NAME_RE.match(name):
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         raise InvalidJob(
             str(name),
             "a job name is 1-100 characters of letters, digits and _ . : / - (no spaces, no '|')",
         )
     if not callable(spec.handler):
         raise InvalidJob(name, f"the handler must be callable, got {spec.handler!r}")
-    if spec.lease is not None and (not _is_duration(spec.lease) or spec.lease < MIN_LEASE):
-        raise InvalidJob(name, f"lease must be a timedelta of at least 100 ms, got {spec.lease!r}")
+    if inspect.iscoroutinefunction(spec.handler):
+        raise InvalidJob(
+            name,
+            "the handler is an async function; a job's handler is called synchronously "
+            "(wrap the coroutine with asgiref's async_to_sync)",
+        )
+    if spec.lease is not None and (
+        not _is_duration(spec.lease) or not MIN_LEASE <= spec.lease <= MAX_DELAY
+    ):
+        raise InvalidJob(
+            name,
+            f"lease must be a timedelta of at least 100 ms and at most {MAX_DELAY.days} days, "
+            f"got {spec.lease!r}",
+        )
     if not isinstance(spec.retry, Retry):
         raise InvalidJob(name, f"retry must be a django_leasejobs.Retry, got {spec.retry!r}")
     if problem := spec.retry.problem():
         raise InvalidJob(name, problem)
-    if spec.timeout is not None and (
-        not _is_duration(spec.timeout) or spec.timeout <= timedelta(0)
-    ):
-        raise InvalidJob(name, f"timeout must be a positive timedelta, got {spec.timeout!r}")
-    if spec.stall_after is not None and (
-        not _is_duration(spec.stall_after) or spec.stall_after <= timedelta(0)
-    ):
-        raise InvalidJob(
-            name, f"stall_after must be a positive timedelta, got {spec.stall_after!r}"
-        )
+    for option in ("timeout", "stall_after"):
+        value = getattr(spec, option)
+        if value is not None and (problem := delay_problem(option, value, positive=True)):
+            raise InvalidJob(name, problem)
     if type(spec.safe_to_repeat) is not bool:
         raise InvalidJob(name, f"safe_to_repeat must be True or False, got {spec.safe_to_repeat!r}")
     if spec.missed not in MissedRule.values:
@@ -130,11 +138,16 @@ def _validate(spec: Job) -> None:
         raise InvalidJob(
             name, f"schedule {spec.schedule!r} is not a valid cron expression (croniter syntax)"
         )
-    if spec.timezone is not None:
-        try:
-            ZoneInfo(spec.timezone)
-        except (ZoneInfoNotFoundError, ValueError, TypeError):
-            raise InvalidJob(name, f"unknown timezone {spec.timezone!r}") from None
+    try:
+        zone = ZoneInfo(spec.timezone or "UTC")  # the site's TIME_ZONE is Django's to check
+    except (ZoneInfoNotFoundError, ValueError, TypeError):
+        raise InvalidJob(name, f"unknown timezone {spec.timezone!r}") from None
+    try:
+        cron.next_due(spec.schedule, zone, datetime.now(UTC))
+    except ValueError:  # croniter's CroniterBadDateError: no date within its search
+        raise InvalidJob(
+            name, f"schedule {spec.schedule!r} never comes round (no date matches it)"
+        ) from None
 
 
 class JobRegistry:

@@ -12,6 +12,10 @@ that drives interleave with, and an interrupted one has kept what it deleted.
 
 Live runs (``running``, ``held``) are never touched, whatever their age: they
 are work in progress, or waiting for an operator (A4).
+
+Schedules are never deleted; one whose job no drive has registered for
+``ORPHAN_AFTER`` (another deployment that went away, a renamed job) is
+disabled here, so it stops reading as overdue (S1).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connections, router, transaction
+from django.db.models import QuerySet
 
 from .clock import get_clock
 from .conf import conf
@@ -50,6 +55,8 @@ class PruneReport:
     cutoff: datetime
     #: True when nothing was deleted and the counts say what would have been.
     dry_run: bool = False
+    #: Orphaned schedules disabled: no drive registered their job for ``ORPHAN_AFTER`` (S1).
+    schedules: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """Return the report as JSON-ready data, the cutoff in ISO 8601."""
@@ -60,9 +67,10 @@ class PruneReport:
     def summary(self) -> str:
         """Return the one-line summary the command prints."""
         verb = "would delete" if self.dry_run else "deleted"
+        disabled = "would disable" if self.dry_run else "disabled"
         return (
             f"{verb} runs={self.runs} steps={self.steps} missed={self.missed} "
-            f"cutoff={self.cutoff.isoformat()}"
+            f"{disabled} schedules={self.schedules} cutoff={self.cutoff.isoformat()}"
         )
 
 
@@ -107,15 +115,20 @@ def prune(
         raise ValueError(f"batch_size must be at least 1, not {batch_size!r}")
     using = router.db_for_write(Run)
     batch_size = _fitting(using, batch_size)
-    cutoff = get_clock().now(using) - retention
+    now = get_clock().now(using)
+    cutoff = now - retention
+    orphans = _orphans(using, now)
     if dry_run:
-        report = _count(using, cutoff)
+        report = _count(using, cutoff, orphans.count())
         logger.info("Prune dry run %s", report.summary())
         return report
     # Missed records first: a run they point at then has fewer rows to unlink.
     missed = _prune_missed(using, cutoff, batch_size)
     runs, steps = _prune_runs(using, cutoff, batch_size)
-    report = PruneReport(runs=runs, steps=steps, missed=missed, cutoff=cutoff)
+    disabled = orphans.update(enabled=False)
+    if disabled:
+        logger.warning("Orphaned schedules disabled: %s", disabled)
+    report = PruneReport(runs=runs, steps=steps, missed=missed, cutoff=cutoff, schedules=disabled)
     logger.info("Prune %s", report.summary())
     return report
 
@@ -136,7 +149,12 @@ def _old_runs(using: str, cutoff: datetime) -> RunQuerySet:
     return Run.objects.using(using).finished().filter(ended_at__lt=cutoff)
 
 
-def _count(using: str, cutoff: datetime) -> PruneReport:
+def _orphans(using: str, now: datetime) -> QuerySet[Schedule]:
+    """Enabled schedules whose job no drive has registered for ``ORPHAN_AFTER`` (S1)."""
+    return Schedule.objects.using(using).filter(enabled=True, seen_at__lt=now - conf.ORPHAN_AFTER)
+
+
+def _count(using: str, cutoff: datetime, orphans: int) -> PruneReport:
     old = _old_runs(using, cutoff)
     return PruneReport(
         runs=old.count(),
@@ -144,6 +162,7 @@ def _count(using: str, cutoff: datetime) -> PruneReport:
         missed=Missed.objects.using(using).filter(recorded_at__lt=cutoff).count(),
         cutoff=cutoff,
         dry_run=True,
+        schedules=orphans,
     )
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-__all__ = ["FAILURE_MEANINGS", "LIVE_STATUSES", "FailureCode", "RunStatus"]
+__all__ = ["FAILURE_MEANINGS", "LIVE_STATUSES", "FailureCode", "RunOrigin", "RunStatus"]
 
 
 class RunStatus(models.TextChoices):
@@ -21,6 +21,17 @@ class RunStatus(models.TextChoices):
 
 #: Statuses that hold the coalescing key (SPEC R1): one such run per (job, instance).
 LIVE_STATUSES = frozenset({RunStatus.RUNNING, RunStatus.HELD})
+
+
+class RunOrigin(models.TextChoices):
+    """How a run began (SPEC §2): the hand-run cap (S5) counts ``hand``."""
+
+    API = "api", _("start()")
+    SCHEDULE = "schedule", _("Schedule")
+    HAND = "hand", _("Run now (by hand)")
+    RETRY = "retry", _("Retry of an earlier run")
+    FOLLOW_UP = "follow_up", _("Follow-up of a kicked run")
+    TASK = "task", _("Django task")
 
 
 class FailureCode(models.TextChoices):
@@ -59,8 +70,9 @@ FAILURE_MEANINGS = {
         "job's lease is too short for this environment."
     ),
     FailureCode.DECODE_FAILED: _(
-        "The run's stored payload, cursor or counters are not valid JSON (a restored or "
-        "hand-edited row)."
+        "The run's stored row cannot be decoded: its payload, cursor or counters are not "
+        "valid JSON, or the database cannot read a column back (a restored or hand-edited "
+        "row)."
     ),
     FailureCode.CANCELLED: _("An operator cancelled the run."),
 }

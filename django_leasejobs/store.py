@@ -15,23 +15,28 @@ returns ``False`` when the pass no longer holds the run.
 
 from __future__ import annotations
 
+import functools
 import logging
+import random
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
-from django.db import IntegrityError, router, transaction
-from django.db.models import F
+from django.db import DatabaseError, IntegrityError, connections, router, transaction
+from django.db.models import Case, F, Q, When
 from django.db.models.functions import Coalesce
 
 from .clock import get_clock, plus
-from .codec import encode
-from .exceptions import LeaseJobsError
+from .codec import encode, storable_text
+from .errors import connection_lost, is_conflict, unreadable_reason
+from .exceptions import LeaseJobsError, RetryRefused, UnreadableRow
 from .ids import new_id
 from .models import INSTANCE_LENGTH, Run, Step
 from .querysets import RunQuerySet, live_key
 from .registry import Job, get_job
-from .states import LIVE_STATUSES, FailureCode, RunStatus
+from .states import LIVE_STATUSES, FailureCode, RunOrigin, RunStatus
 
 __all__ = [
     "StartResult",
@@ -50,6 +55,9 @@ __all__ = [
     "retry",
     "settle",
     "start",
+    "start_as",
+    "stop_cancelled",
+    "stranded",
 ]
 
 logger = logging.getLogger("django_leasejobs")
@@ -71,8 +79,45 @@ TAKEOVER_NOTE = (
 )
 
 
-def _using() -> str:
+#: How often a write that lost a deadlock or serialization race is tried (SPEC §12).
+CONFLICT_ATTEMPTS = 4
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def alias() -> str:
+    """The database alias every run write goes to."""
     return router.db_for_write(Run)
+
+
+_using = alias
+
+
+def _conflicts_retried(verb: Callable[P, R]) -> Callable[P, R]:
+    """Run *verb* again when it loses a deadlock or serialization race (SPEC §12).
+
+    Only when it runs on its own: inside a caller's transaction, MariaDB has
+    already rolled the whole transaction back and PostgreSQL refuses any
+    further statement in it, so the error goes to the caller, whose
+    transaction it is to retry.
+    """
+
+    @functools.wraps(verb)
+    def retried(*args: P.args, **kwargs: P.kwargs) -> R:
+        using = _using()
+        own = not connections[using].in_atomic_block
+        for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+            try:
+                return verb(*args, **kwargs)
+            except DatabaseError as exc:
+                if not (own and attempt < CONFLICT_ATTEMPTS and is_conflict(exc)):
+                    raise
+                logger.info("Write %s lost a race (attempt %s); again", verb.__name__, attempt)
+                time.sleep(random.uniform(0.001, 0.01 * attempt))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    return retried
 
 
 def _runs() -> RunQuerySet:
@@ -114,7 +159,10 @@ def start(
     -------
     StartResult
         ``joined=False`` with the new run, or ``joined=True`` with the live run
-        as it stands (its cursor, counters and start time unchanged).
+        as it stands (its cursor, counters and start time unchanged). A run
+        cancelled while its pass is still in flight keeps its key until that
+        pass stops (SPEC §3 ``cancel``): a start meanwhile joins it as a kick,
+        and its follow-up starts once the pass has stopped.
 
     Raises
     ------
@@ -123,13 +171,24 @@ def start(
     NotQueueSafe
         The payload holds something JSON would not return unchanged; the
         error names its path and nothing is written.
+    ValueError
+        *instance* is not a non-empty str of at most 200 storable characters.
     """
+    return start_as(RunOrigin.API, job, payload, instance=instance, again=again)
+
+
+@_conflicts_retried
+def start_as(
+    origin: str,
+    job: str | Job,
+    payload: Any = None,
+    *,
+    instance: str = "default",
+    again: bool = False,
+) -> StartResult:
+    """:func:`start`, recording how the run began (``origin``, SPEC §2)."""
     spec = get_job(job)
-    if not isinstance(instance, str) or not 0 < len(instance) <= INSTANCE_LENGTH:
-        raise ValueError(
-            f"instance must be a non-empty str of at most {INSTANCE_LENGTH} characters, "
-            f"got {instance!r}"
-        )
+    check_key("instance", instance, INSTANCE_LENGTH)
     text = encode(payload, "payload")
     key = live_key(spec.name, instance)
     using = _using()
@@ -143,27 +202,41 @@ def start(
             # The unique live_key decides, inside the database, which of any
             # number of concurrent callers inserts; the others land here.
             with transaction.atomic(using=using):
-                runs.create(
-                    id=run_id,
+                _create(
+                    runs,
+                    run_id,
                     job=spec.name,
                     instance=instance,
                     payload=text,
-                    status=RunStatus.RUNNING,
-                    started_at=now,
-                    updated_at=now,
-                    next_attempt_at=now,
-                    live_key=key,
+                    origin=origin,
+                    now=now,
                 )
         except IntegrityError as exc:
             conflict = exc
-            if again:
-                # A flag, not a counter: many kicks make one follow-up run.
-                runs.filter(live_key=key).update(rerun_requested=True, rerun_payload=text)
             live = runs.filter(live_key=key).first()
-            if live is not None:
-                return StartResult(live, joined=True)
-            # The live run finished between our insert and our read: try again.
-            continue
+            if live is None:
+                continue  # The live run finished between our insert and our read.
+            if live.status == RunStatus.CANCELLED:
+                if _free_expired_cancel(using, live):
+                    continue  # Its pass died with the lease: the key is free now.
+                again = True  # Its pass is still stopping: this start follows it.
+            elif live.status not in LIVE_STATUSES:
+                logger.warning(
+                    "Start joined a stranded run id=%s status=%r: it holds the key of "
+                    "%s but is not live (cancel it to free the key)",
+                    live.pk,
+                    live.status,
+                    key,
+                )
+            if again:
+                # By primary key, as a commit locks the row: one lock order, so
+                # a kick and a finishing commit never deadlock (MariaDB, §12).
+                if not runs.filter(pk=live.pk, live_key=key).update(
+                    rerun_requested=True, rerun_payload=text
+                ):
+                    continue  # It finished between our read and the kick.
+                live.rerun_requested, live.rerun_payload = True, text
+            return StartResult(live, joined=True)
         return StartResult(runs.get(pk=run_id), joined=False)
     raise LeaseJobsError(
         f"could not start or join a run of {spec.name!r} [{instance}]: "
@@ -171,25 +244,54 @@ def start(
     ) from conflict
 
 
-def _insert_follow_up(using: str, previous: Run, payload_text: str) -> None:
-    """Start the kicked follow-up of *previous* inside the committing transaction."""
-    now = _now()
-    Run.objects.using(using).create(
-        id=new_id(),
-        job=previous.job,
-        instance=previous.instance,
-        payload=payload_text,
+def check_key(name: str, value: object, longest: int) -> None:
+    """Refuse a key (an instance, a step name) no backend can store and compare."""
+    if not isinstance(value, str) or not 0 < len(value) <= longest:
+        raise ValueError(
+            f"{name} must be a non-empty str of at most {longest} characters, got {value!r}"
+        )
+    if "\x00" in value or storable_text(value) != value:
+        raise ValueError(
+            f"{name} {value!r} holds a NUL or a lone surrogate, which a database cannot store"
+        )
+
+
+def _create(
+    runs: RunQuerySet, run_id: str, *, job: str, instance: str, payload: str, origin: str, now: Any
+) -> Run:
+    """Insert a new live run, due now: for start() and for a kick's follow-up alike."""
+    return runs.create(
+        id=run_id,
+        job=job,
+        instance=instance,
+        origin=origin,
+        payload=payload,
         status=RunStatus.RUNNING,
         started_at=now,
         updated_at=now,
         next_attempt_at=now,
-        live_key=live_key(previous.job, previous.instance),
+        live_key=live_key(job, instance),
+    )
+
+
+def _insert_follow_up(using: str, previous: Run) -> None:
+    """Start the kicked follow-up of *previous* inside the transaction that frees its key."""
+    payload = Run.objects.using(using).values_list("rerun_payload", flat=True).get(pk=previous.pk)
+    _create(
+        Run.objects.using(using),
+        new_id(),
+        job=previous.job,
+        instance=previous.instance,
+        payload=payload or "null",
+        origin=RunOrigin.FOLLOW_UP,
+        now=_now(),
     )
 
 
 # -- claim and begin (L2-L5) ---------------------------------------------------
 
 
+@_conflicts_retried
 def claim(run_id: str, owner: str, lease: timedelta, holder: str, *, takeover: bool) -> bool:
     """Take run *run_id* for one pass under *owner* (L2).
 
@@ -238,13 +340,29 @@ def read_claimed(run_id: str, owner: str) -> Run | None:
 
     Django's ``update()`` cannot return the row, so this is the one read a
     pass costs (SPEC §13). ``None`` when the claim was lost in between.
+
+    Raises :class:`UnreadableRow` when the row cannot be read back (SQLite:
+    a column that is not UTF-8, an impossible date), carrying what the pass
+    needs to fail it as a malformed row (R9, §12).
     """
+    runs = _runs().filter(pk=run_id, lease_owner=owner, status=RunStatus.RUNNING)
     try:
-        return _runs().get(pk=run_id, lease_owner=owner, status=RunStatus.RUNNING)
+        return runs.get()
     except Run.DoesNotExist:
         return None
+    except (DatabaseError, ValueError, TypeError, OverflowError) as exc:
+        if isinstance(exc, DatabaseError) and connection_lost(_using()):
+            raise
+        reason = unreadable_reason(exc)
+    # Only columns every row can hold: its identity and its counts.
+    known = runs.values_list("job", "attempts", "admission_misses").first()
+    if known is None:
+        return None
+    job, attempts, misses = known
+    raise UnreadableRow(Run(pk=run_id, job=job, attempts=attempts, admission_misses=misses), reason)
 
 
+@_conflicts_retried
 def begin(run_id: str, owner: str, margin: timedelta) -> bool:
     """Begin the claimed pass: the commitment point (L4).
 
@@ -279,6 +397,7 @@ class Missed:
     failed: bool
 
 
+@_conflicts_retried
 def miss(run_id: str, owner: str, note: str) -> Missed | None:
     """Release a claim that did not begin (L5), in one transaction.
 
@@ -319,6 +438,7 @@ def miss(run_id: str, owner: str, note: str) -> Missed | None:
         return Missed(misses, failed=False)
 
 
+@_conflicts_retried
 def release_dead_holder(run_id: str, owner: str, holder: str) -> bool:
     """Make a leased run due now because its holder process is provably gone (L9).
 
@@ -343,6 +463,7 @@ def release_dead_holder(run_id: str, owner: str, holder: str) -> bool:
 # -- the pass's writes, fenced on its owner (L6, L7) --------------------------
 
 
+@_conflicts_retried
 def renew(run_id: str, owner: str, lease: timedelta) -> bool:
     """Extend *owner*'s lease to now + *lease* (L7); ``False`` = the lease is lost."""
     now = _now()
@@ -353,6 +474,7 @@ def renew(run_id: str, owner: str, lease: timedelta) -> bool:
     )
 
 
+@_conflicts_retried
 def record_step(
     run_id: str,
     owner: str,
@@ -399,6 +521,7 @@ def _outcome(owner: str, run_id: str) -> RunQuerySet:
     return _runs().filter(pk=run_id, status=RunStatus.RUNNING, lease_owner=owner)
 
 
+@_conflicts_retried
 def commit(
     run: Run,
     owner: str,
@@ -461,13 +584,11 @@ def commit(
         if won and drop_steps:
             Step.objects.using(using).filter(run_id=run.pk).delete()
         if kicked:
-            payload = (
-                Run.objects.using(using).values_list("rerun_payload", flat=True).get(pk=run.pk)
-            )
-            _insert_follow_up(using, run, payload or "null")
+            _insert_follow_up(using, run)
     return bool(won)
 
 
+@_conflicts_retried
 def settle(
     run: Run,
     owner: str,
@@ -506,6 +627,7 @@ def settle(
     return bool(_outcome(owner, run.pk).update(**values))
 
 
+@_conflicts_retried
 def defer(run: Run, owner: str, delay: timedelta) -> bool:
     """Put the run off by *delay* without charging an attempt (R8).
 
@@ -522,6 +644,7 @@ def defer(run: Run, owner: str, delay: timedelta) -> bool:
     )
 
 
+@_conflicts_retried
 def hold(run: Run, owner: str) -> bool:
     """Hold a run whose interrupted pass must not be replayed (L3).
 
@@ -544,26 +667,43 @@ def hold(run: Run, owner: str) -> bool:
 # -- operators (SPEC §3, A3): each a compare-and-set on the run's status -------
 
 
+@_conflicts_retried
 def cancel(run_id: str, by: str | None = None) -> bool:
     """Cancel a live run: status ``cancelled``, failure ``cancelled``.
 
     A pass in flight finds its next write refused (L6) and stops as
-    ``superseded``. Returns ``False`` when the run had already finished.
+    ``superseded``. Until it has stopped -- or its lease has expired, if its
+    worker died -- the run keeps its coalescing key, so no second pass of the
+    same (job, instance) can start beside it; a :func:`start` meanwhile joins
+    and its run follows once the pass has stopped. Any row holding a key is
+    accepted (a stranded row too, SPEC §11).
+
+    Returns ``False`` when the run had already finished.
     """
     now = _now()
+    # A begun, unexpired lease: a pass may be running right now.
+    in_flight = Q(lease_began_at__isnull=False, next_attempt_at__gt=now)
+
+    def kept(column: str) -> Case:
+        return Case(When(in_flight, then=F(column)), default=None)
+
+    cancellable = Q(status__in=LIVE_STATUSES) | (
+        Q(live_key__isnull=False) & ~Q(status=RunStatus.CANCELLED)
+    )
     done = (
         _runs()
-        .filter(pk=run_id, status__in=LIVE_STATUSES)
+        .filter(cancellable, pk=run_id)
         .update(
             status=RunStatus.CANCELLED,
             failure_code=FailureCode.CANCELLED,
-            last_error=f"cancelled by {by}" if by else "cancelled",
-            next_attempt_at=None,
+            last_error=storable_text(f"cancelled by {by}" if by else "cancelled"),
             ended_at=now,
-            live_key=None,
-            lease_owner=None,
-            lease_began_at=None,
             updated_at=now,
+            # MySQL assigns left to right: the columns the test reads go last.
+            live_key=kept("live_key"),
+            lease_owner=kept("lease_owner"),
+            next_attempt_at=kept("next_attempt_at"),
+            lease_began_at=kept("lease_began_at"),
         )
     )
     if done:
@@ -571,23 +711,137 @@ def cancel(run_id: str, by: str | None = None) -> bool:
     return bool(done)
 
 
+#: A cancelled run whose pass has stopped: its key and lease let go (§3 ``cancel``).
+_STOPPED: dict[str, Any] = {
+    "live_key": None,
+    "lease_owner": None,
+    "next_attempt_at": None,
+    "lease_began_at": None,
+}
+
+
+@_conflicts_retried
+def stop_cancelled(run_id: str, owner: str) -> bool:
+    """Free the key of a run cancelled while *owner*'s pass was in flight, now it stopped.
+
+    In one transaction with the follow-up a start asked for meanwhile, so the
+    key is never free for a moment in between. ``False`` when the run was not
+    cancelled under this pass (the pass lost its lease some other way).
+    """
+    using = _using()
+    with transaction.atomic(using=using):
+        freed = (
+            Run.objects.using(using)
+            .filter(pk=run_id, status=RunStatus.CANCELLED, lease_owner=owner)
+            .update(**_STOPPED)
+        )
+        if freed:
+            _follow_cancelled(using, run_id)
+    return bool(freed)
+
+
+def _free_expired_cancel(using: str, run: Run) -> bool:
+    """Free the key of cancelled *run* if the lease of its pass has expired (its worker died)."""
+    with transaction.atomic(using=using):
+        freed = (
+            Run.objects.using(using)
+            .filter(pk=run.pk, status=RunStatus.CANCELLED, next_attempt_at__lte=_now())
+            .update(**_STOPPED)
+        )
+    return bool(freed)
+
+
+def release_expired_cancels(limit: int) -> int:
+    """Free the keys of cancelled runs whose pass died with its lease, starting their follow-ups.
+
+    A range of the due index (``status = 'cancelled' AND next_attempt_at <=
+    now``): only runs cancelled mid-pass keep a ``next_attempt_at``.
+    Returns how many keys were freed.
+    """
+    using = _using()
+    runs = Run.objects.using(using)
+    expired = list(
+        runs.filter(status=RunStatus.CANCELLED, next_attempt_at__lte=_now()).values_list(
+            "pk", "lease_owner"
+        )[:limit]
+    )
+    freed = 0
+    for run_id, owner in expired:
+        with transaction.atomic(using=using):
+            won = runs.filter(
+                pk=run_id,
+                status=RunStatus.CANCELLED,
+                lease_owner=owner,
+                next_attempt_at__lte=_now(),
+            ).update(**_STOPPED)
+            if won:
+                freed += 1
+                _follow_cancelled(using, run_id)
+    return freed
+
+
+def stranded(limit: int) -> list[tuple[str, str]]:
+    """Rows no drive will ever reach, left by a hand edit or a restore (SPEC §11).
+
+    ``running`` with no ``next_attempt_at`` (never due), and rows holding a
+    coalescing key while not live -- a status outside the vocabulary, say --
+    which every start() of that key would join. Returns (run id, why) pairs;
+    each read is a range of an index (due, live key) whose size tracks live runs.
+    """
+    runs = _runs()
+    found = [
+        (run_id, "running with no next_attempt_at: never due; cancel it or release it by hand")
+        for run_id in runs.filter(
+            status=RunStatus.RUNNING, next_attempt_at__isnull=True
+        ).values_list("pk", flat=True)[:limit]
+    ]
+    keyed = (
+        runs.filter(live_key__isnull=False)
+        .exclude(status__in=LIVE_STATUSES)
+        .exclude(status=RunStatus.CANCELLED, next_attempt_at__isnull=False)  # stopping (cancel)
+        .values_list("pk", "status")[:limit]
+    )
+    found += [
+        (run_id, f"status {status!r} holds the live key: start() joins it; cancel it")
+        for run_id, status in keyed
+    ]
+    return found
+
+
+def _follow_cancelled(using: str, run_id: str) -> None:
+    run = Run.objects.using(using).only("job", "instance", "rerun_requested").get(pk=run_id)
+    if run.rerun_requested:
+        _insert_follow_up(using, run)
+
+
 def retry(run_id: str, by: str | None = None) -> StartResult:
     """Start a failed or cancelled run again, as a NEW run with its job, instance and payload.
 
     If the (job, instance) has a live run by now, that run is joined (R1).
-    Raises ``ValueError`` if the run is live or done, ``Run.DoesNotExist`` if
-    there is no such run.
+    Raises :class:`RetryRefused` if the run is live or done or its payload
+    does not parse, ``Run.DoesNotExist`` if there is no such run, and
+    ``JobNotRegistered`` if its job is not registered in this process.
     """
-    run = _runs().get(pk=run_id)
+    try:
+        run = _runs().get(pk=run_id)
+    except Run.DoesNotExist:
+        raise
+    except (DatabaseError, ValueError, TypeError, OverflowError) as exc:
+        if isinstance(exc, DatabaseError) and connection_lost(_using()):
+            raise
+        raise RetryRefused(f"run {run_id} cannot be read: {unreadable_reason(exc)}") from None
     if run.status not in (RunStatus.FAILED, RunStatus.CANCELLED):
-        raise ValueError(f"run {run_id} is {run.status}; only failed or cancelled runs are retried")
+        raise RetryRefused(
+            f"run {run_id} is {run.status}; only failed or cancelled runs are retried"
+        )
     payload = run.decoded_payload()
     if not payload.ok:
-        raise ValueError(f"run {run_id}'s payload does not parse ({payload.error})")
+        raise RetryRefused(f"run {run_id}'s payload does not parse ({payload.error})")
     logger.info("Run retried id=%s by=%s", run_id, by or "-")
-    return start(run.job, payload.value, instance=run.instance)
+    return start_as(RunOrigin.RETRY, run.job, payload.value, instance=run.instance)
 
 
+@_conflicts_retried
 def release(run_id: str, *, resume: bool = True, by: str | None = None) -> bool:
     """Decide a held run (L3, A4): resume it (running, due now) or fail it.
 
@@ -600,9 +854,9 @@ def release(run_id: str, *, resume: bool = True, by: str | None = None) -> bool:
     else:
         done = held.update(
             status=RunStatus.FAILED,
-            last_error=f"interrupted; failed by {by}"
-            if by
-            else "interrupted; failed by an operator",
+            last_error=storable_text(
+                f"interrupted; failed by {by}" if by else "interrupted; failed by an operator"
+            ),
             next_attempt_at=None,
             ended_at=now,
             live_key=None,

@@ -25,7 +25,7 @@ from typing import Any
 from django.db import DatabaseError, close_old_connections, reset_queries
 
 from .driver import DriveReport, run_due_jobs
-from .errors import describe
+from .errors import one_line
 
 __all__ = ["Worker"]
 
@@ -107,10 +107,16 @@ class Worker:
                 interrupt=self.overdue,
             )
         except DatabaseError as exc:
-            reason = describe(exc)
+            reason = one_line(exc)
             if self._outage is None:  # Log an outage once, not once per interval.
                 logger.error("Drive could not run: %s; retrying every %ss", reason, self.interval)
             self._outage = reason
+            close_old_connections()
+            return None
+        except Exception:
+            # A bug, not an outage: say where, and keep the worker (its next
+            # drive may well run) rather than exit and leave every run waiting.
+            logger.exception("Drive failed; retrying in %ss", self.interval)
             close_old_connections()
             return None
         if self._outage is not None:

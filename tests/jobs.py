@@ -162,3 +162,10 @@ def chaos_walk(p):
     finally:
         with open(log_path, "a") as log:
             log.write(f"end {p.run.id} {time.monotonic_ns()}\n")
+
+
+@job("tests.chaos_cron", schedule="* * * * *", timezone="UTC", missed="catch_up_once")
+def chaos_cron(p):
+    """A minutely schedule the chaos workers drive beside their runs; its row is nudged
+    off the cron grid mid-run (D6)."""
+    return p.done()

@@ -41,13 +41,9 @@ def python(code: str) -> subprocess.Popen:
     )
 
 
-def against_missing_database(tmp_path, *args: str) -> subprocess.CompletedProcess:
-    """Run ``python -m django <args>`` with a database that cannot be opened."""
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "tests.settings",
-        "DATABASE_URL": f"sqlite:///{tmp_path}/missing/dir/db.sqlite3",
-    }
+def against_unreachable_database(url: str, *args: str) -> subprocess.CompletedProcess:
+    """Run ``python -m django <args>`` with ``DATABASE_URL`` = *url*, a database it cannot reach."""
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", "DATABASE_URL": url}
     env.pop("LEASEJOBS_TEST_DB_NAME", None)
     return subprocess.run(
         [sys.executable, "-m", "django", *args],

@@ -24,7 +24,7 @@ def test_e002_bad_value_names_key_and_expectation(settings):
     settings.LEASEJOBS = {"LEASE": timedelta(milliseconds=10), "DRIVE_LIMIT": 0}
     messages = checks.check_settings()
     assert ids(messages) == ["leasejobs.E002", "leasejobs.E002"]
-    assert "LEASEJOBS['LEASE'] must be a timedelta of at least 100 ms" in messages[0].msg
+    assert "LEASEJOBS['LEASE'] must be a timedelta from 100 ms to ten years" in messages[0].msg
     assert "LEASEJOBS['DRIVE_LIMIT'] must be a positive int" in messages[1].msg
 
 

@@ -12,7 +12,7 @@ from django.core.management import CommandError, call_command
 from django_leasejobs import RunStatus, start
 from django_leasejobs.models import Run
 from tests.models import Effect
-from tests.subprocesses import against_missing_database, django_command
+from tests.subprocesses import django_command
 
 WAIT = 60  # seconds a subprocess may take to get somewhere before the test gives up
 
@@ -79,15 +79,6 @@ def test_d5_unknown_job_with_loop_is_refused_before_looping():
 def test_d5_bad_options_are_refused(args):
     with pytest.raises(CommandError):
         call_command("rundueJobs", *args)
-
-
-def test_d5_an_unreachable_database_exits_non_zero_with_one_line(tmp_path):
-    completed = against_missing_database(tmp_path, "rundueJobs")
-    assert completed.returncode == 1
-    lines = completed.stderr.strip().splitlines()
-    assert len(lines) == 1, completed.stderr
-    assert lines[0].startswith("CommandError: the drive could not run: OperationalError")
-    assert completed.stdout == ""
 
 
 @pytest.mark.django_db(transaction=True)

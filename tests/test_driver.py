@@ -260,3 +260,29 @@ def test_budget_each_new_step_costs_one_transaction_of_two_statements(define, dr
         drive(spec)
     # as above, +2 per step (renew + record), +1 to drop the ledger at commit
     assert len(statements(queries)) == DRIVE + 4 + 2 * steps + 1, statements(queries)
+
+
+# -- §11 stranded rows ---
+
+
+@pytest.fixture
+def housekeeping_due(monkeypatch):
+    """Make the next drive's per-minute housekeeping due (it runs once a minute per process)."""
+    from django_leasejobs import driver
+
+    monkeypatch.setattr(driver, "_last_sweep", None)
+
+
+def test_s11_stranded_rows_are_reported_in_the_drives_warnings(drive, housekeeping_due):
+    never_due = start("tests.noop", instance="never").run
+    Run.objects.filter(pk=never_due.pk).update(next_attempt_at=None)  # hand-edited
+    odd = start("tests.noop", instance="odd").run
+    Run.objects.filter(pk=odd.pk).update(status="paused")  # not a status of ours
+    fine = start("tests.noop", instance="fine").run
+    report = drive("tests.noop")
+    warnings = {note.run_id: note.text for note in report.warnings}
+    assert set(warnings) == {never_due.pk, odd.pk}
+    assert "never due" in warnings[never_due.pk]
+    assert "status 'paused' holds the live key" in warnings[odd.pk]
+    assert reload(fine).status == RunStatus.DONE
+    assert start("tests.noop", instance="odd").joined  # until an operator cancels it

@@ -89,6 +89,14 @@ BAD_OPTIONS = [
     pytest.param({"missed": "skip"}, "schedule", id="missed-without-schedule"),
     pytest.param({"safe_to_repeat": "yes"}, "safe_to_repeat", id="safe-not-bool"),
     pytest.param({"stall_after": timedelta(0)}, "stall_after", id="stall-zero"),
+    pytest.param({"schedule": "0 0 30 2 *"}, "never comes round", id="cron-never"),
+    pytest.param({"lease": timedelta.max}, "lease", id="lease-past-9999"),
+    pytest.param({"timeout": timedelta(days=10**6)}, "timeout", id="timeout-past-9999"),
+    pytest.param(
+        {"retry": Retry(cap=timedelta(days=10**6), base=timedelta(days=1))},
+        "retry cap must be at most 3653 days",
+        id="retry-past-9999",
+    ),
 ]
 
 
@@ -101,10 +109,18 @@ def test_invalid_option_is_refused_naming_the_job(scratch, options, mention):
     assert "scratch.bad" not in registry
 
 
-@pytest.mark.parametrize("name", ["", "has space", "pipe|name", "x" * 101, 12])
+@pytest.mark.parametrize("name", ["", "has space", "pipe|name", "x" * 101, 12, "x\n"])
 def test_invalid_name_is_refused(scratch, name):
     with pytest.raises(InvalidJob, match="name"):
         job(name)(handler)
+
+
+def test_s11_an_async_handler_is_refused_until_async_is_supported(scratch):
+    async def handler(p):
+        return p.done()
+
+    with pytest.raises(InvalidJob, match=r"'scratch\.async'.*async function"):
+        job("scratch.async")(handler)
 
 
 def test_duplicate_name_from_another_function_is_refused(scratch):

@@ -86,14 +86,25 @@ def test_s1_a_changed_expression_reschedules_from_now(hourly, define, drive, fro
     assert schedule.next_due_at == at(12, 30)
 
 
-def test_s1_a_removed_job_is_disabled_not_deleted(hourly, drive):
+def test_s1_a_drive_that_does_not_register_the_job_never_disables_its_row(hourly, drive):
+    from django_leasejobs import registry
+
+    spec = hourly()
+    registry.unregister(spec.name)  # another deployment's drive, or an old worker (S1, rev. 2)
+    drive()
+    schedule = Schedule.objects.get(job=spec.name)
+    assert schedule.enabled is True
+    assert schedule.next_due_at == at(13)
+
+
+def test_s1_a_job_registered_without_its_schedule_is_disabled_not_deleted(hourly, define, drive):
     from django_leasejobs import registry
 
     spec = hourly()
     registry.unregister(spec.name)
-    drive()
-    schedule = Schedule.objects.get(job=spec.name)
-    assert schedule.enabled is False
+    define(spec.name, spec.handler)  # the same job, its schedule removed from the code
+    drive(spec.name)
+    assert Schedule.objects.get(job=spec.name).enabled is False
 
 
 # -- S2 ---------------------------------------------------------------------------
@@ -352,10 +363,27 @@ def test_s1_a_job_back_in_the_code_keeps_its_due_time_and_its_rule_applies(
     spec = hourly("catch_up_once")
     registry.unregister(spec.name)
     frozen_clock.set(at(15, 30))
-    drive()  # a process without the job: the row is disabled, nothing fires
-    assert row(spec).enabled is False
+    drive()  # a process without the job: the row is left alone, nothing fires
+    assert row(spec).enabled is True
+    assert not runs(spec).exists()
     define(spec.name, spec.handler, schedule=HOURLY, timezone="UTC", missed="catch_up_once")
-    drive(spec.name)  # back: enabled again, and 13:00-15:00 went through the rule
+    drive(spec.name)  # back: 13:00-15:00 go through the rule
     assert row(spec).enabled is True
     assert [r[2] for r in missed_rows(spec)] == ["skipped", "skipped", "caught_up"]
     assert runs(spec).count() == 1
+
+
+def test_s5_the_hand_run_cap_counts_hand_runs_not_payload_text(hourly, drive, settings):
+    settings.LEASEJOBS = {"CLOCK": "django_leasejobs.clock.FrozenClock", "HAND_RUNS_PER_HOUR": 1}
+    spec = hourly()
+    for n in range(3):  # a user's own payloads that happen to say "by_hand"
+        from django_leasejobs import start
+
+        start(spec.name, {"by_hand": "a form field"}, instance=f"i{n}")
+        drive(spec)
+    result = run_now(spec.name, "alice")
+    assert result.run.origin == "hand"
+    drive(spec)
+    with pytest.raises(RunNowRefused) as caught:
+        run_now(spec.name, "alice")
+    assert caught.value.reason == "cap"

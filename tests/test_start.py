@@ -129,3 +129,35 @@ def test_start_costs_two_statements_and_a_kicked_join_three():
     with CaptureQueriesContext(connection) as joined:
         start("tests.walk", instance="q", again=True)
     assert len(statements(joined)) == 3, joined.captured_queries  # INSERT, UPDATE, SELECT
+
+
+def test_s2_every_run_says_how_it_began(define, frozen_clock):
+    from datetime import UTC, datetime, timedelta
+
+    from django_leasejobs import cancel, retry, run_due_jobs, run_now
+
+    spec = define("t.origin", lambda p: p.done(), schedule="0 * * * *", timezone="UTC")
+    frozen_clock.set(datetime(2026, 3, 1, 12, tzinfo=UTC))
+    run_due_jobs(jobs=[spec.name])
+    api = start(spec, instance="api").run
+    frozen_clock.advance(timedelta(hours=1, minutes=1))
+    run_due_jobs(jobs=[spec.name])  # fires 13:00, and drives api's run and the scheduled one
+    scheduled = Run.objects.get(job=spec.name, instance="default")
+    hand = run_now(spec.name, "alice").run
+    assert cancel(hand.pk)
+    retried = retry(hand.pk).run
+    kicked = start(spec, {"v": 1}, instance="kick").run
+    start(spec, {"v": 2}, instance="kick", again=True)
+    run_due_jobs(jobs=[spec.name])
+    follow_up = Run.objects.filter(instance="kick").exclude(pk=kicked.pk).get()
+    origins = {
+        name: Run.objects.get(pk=run.pk).origin
+        for name, run in [
+            ("api", api),
+            ("schedule", scheduled),
+            ("hand", hand),
+            ("retry", retried),
+            ("follow_up", follow_up),
+        ]
+    }
+    assert origins == {name: name for name in origins}

@@ -14,7 +14,6 @@ from django_leasejobs import RunStatus, pause, run_due_jobs
 from django_leasejobs.management.commands import leasejobs_status
 from django_leasejobs.models import Schedule
 from tests.factories import RunFactory
-from tests.subprocesses import against_missing_database
 
 pytestmark = pytest.mark.django_db
 
@@ -181,13 +180,14 @@ def test_json_parses_and_holds_the_same(scheduled):
     scheduled("t.status")
     run = held_run()
     data = as_json()
-    assert set(data) == {"now", "schedules", "runs"}
+    assert set(data) == {"now", "schedules", "runs", "stranded"}
     assert data["now"] == "2026-03-01T12:00:00+00:00"
     (schedule,) = [entry for entry in data["schedules"] if entry["job"] == "t.status"]
     # The held run is live, with attempts, 5 minutes old.
     assert schedule.pop("state") == "retrying"
     assert schedule == {
         "job": "t.status",
+        "problem": None,
         "enabled": True,
         "expression": "0 * * * *",
         "timezone": "UTC",
@@ -250,7 +250,12 @@ def test_an_empty_database(frozen_clock):
     assert output == "now 2026-03-01T12:00:00+00:00\n\nSchedules\nno schedules\n\n" + (
         "Live runs (newest first)\nno live runs\n"
     )
-    assert as_json() == {"now": "2026-03-01T12:00:00+00:00", "schedules": [], "runs": []}
+    assert as_json() == {
+        "now": "2026-03-01T12:00:00+00:00",
+        "schedules": [],
+        "runs": [],
+        "stranded": [],
+    }
 
 
 def test_the_payload_never_appears(scheduled):
@@ -305,15 +310,66 @@ def test_a_database_error_is_a_one_line_command_error(monkeypatch, scheduled):
     )
 
 
-def test_an_unreachable_database_exits_1_with_one_line(tmp_path):
-    completed = against_missing_database(tmp_path, "leasejobs_status")
-    assert completed.returncode == 1
-    lines = completed.stderr.strip().splitlines()
-    assert len(lines) == 1, completed.stderr
-    assert lines[0].startswith("CommandError: the status could not be read: OperationalError")
-    assert completed.stdout == ""
-
-
 def test_wide_characters_keep_columns_aligned():
     lines = leasejobs_status.table(("A", "B"), [("日本", "x"), ("ab", "y"), (None, "z")])
     assert lines == ["A     B", "日本  x", "ab    y", "—     z"]
+
+
+# -- rows this process cannot read or plan (§11, §12, D6) ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("broken", "reason"),
+    [
+        ({"timezone": "Europe/Atlantis"}, "unknown time zone 'Europe/Atlantis'"),
+        ({"expression": "0 0 30 2 *"}, "cron expression '0 0 30 2 *' cannot be planned"),
+    ],
+)
+def test_s6_a_schedule_this_process_cannot_plan_reads_invalid_with_the_reason(
+    scheduled, broken, reason
+):
+    scheduled("t.status")
+    # Another deployment wrote it: newer tzdata, or an expression this one refuses.
+    Schedule.objects.filter(job="t.status").update(last_run_at=NOON, **broken)
+    (entry,) = [e for e in as_json()["schedules"] if e["job"] == "t.status"]
+    assert (entry["state"], entry["problem"]) == ("invalid", reason)
+    assert f"invalid: {reason}" in line_of(status(), "t.status")
+
+
+def test_s11_stranded_runs_are_listed_with_why(scheduled):
+    from django_leasejobs.models import Run
+
+    never_due = held_run(status=RunStatus.RUNNING, next_attempt_at=None)
+    odd = held_run(instance="odd")
+    Run.objects.filter(pk=odd.pk).update(status="paused")
+    stranded = {entry["id"]: entry["why"] for entry in as_json()["stranded"]}
+    assert set(stranded) == {never_due.id, odd.id}
+    output = status()
+    stranded_table = output.split("Stranded or unreadable runs")[1]
+    assert "never due" in line_of(stranded_table, never_due.id)
+
+
+def test_r9_a_live_run_the_database_cannot_hand_back_is_listed_as_unreadable():
+    from django.db import connection
+
+    readable = held_run(instance="fine")
+    broken = held_run(instance="broken")
+    column = connection.ops.quote_name("cursor")
+    if connection.vendor == "sqlite":
+        sql = f"UPDATE leasejobs_run SET {column} = CAST(X'22C3A922FF' AS TEXT) WHERE id = %s"
+    elif connection.vendor == "postgresql":
+        sql = (
+            "UPDATE leasejobs_run SET started_at = started_at + interval '8000 years' WHERE id = %s"
+        )
+    else:  # MariaDB refuses to store what it cannot return; a readable oddity instead
+        sql = f"UPDATE leasejobs_run SET {column} = '{{broken' WHERE id = %s"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [broken.pk])
+    runs = {entry["id"]: entry for entry in as_json()["runs"]}
+    assert runs[readable.id]["status"] == "held"
+    if connection.vendor == "mysql":
+        assert runs[broken.id]["cursor"] == "{broken"
+    else:
+        assert runs[broken.id]["unreadable"].startswith(("the stored", "a stored value"))
+        stranded_table = status().split("Stranded or unreadable runs")[1]
+        assert "cannot be read" in line_of(stranded_table, broken.id)

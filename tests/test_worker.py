@@ -80,7 +80,8 @@ def test_a_second_signal_exits_at_once_and_leaves_the_lease_to_expire():
 
 
 def test_an_outage_is_logged_once_and_the_loop_carries_on(monkeypatch, caplog):
-    outcomes = [OperationalError("server closed the connection")] * 3 + [DriveReport()]
+    refused = OperationalError("connection refused\n\tIs the server running on that host?")
+    outcomes = [refused] * 3 + [DriveReport()]
 
     def drive(**kwargs):
         outcome = outcomes.pop(0)
@@ -98,7 +99,8 @@ def test_an_outage_is_logged_once_and_the_loop_carries_on(monkeypatch, caplog):
     assert len(reports) == 1
     errors = [r for r in caplog.records if "could not run" in r.getMessage()]
     assert len(errors) == 1
-    assert "server closed the connection" in errors[0].getMessage()
+    assert "connection refused Is the server running on that host?" in errors[0].getMessage()
+    assert "\n" not in errors[0].getMessage()  # one line, as the one-shot's stderr (D5)
     assert sum("reachable again" in r.getMessage() for r in caplog.records) == 1
 
 

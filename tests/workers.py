@@ -41,3 +41,47 @@ def drive_once(jobs: list[str]) -> dict[str, int]:
 
     report = run_due_jobs(jobs=jobs)
     return {"attempted": report.attempted, "completed": report.completed}
+
+
+def kick_and_drive(job: str, instances: list[str], seconds: float) -> dict[str, list[str]]:
+    """Kick *instances* (``start(again=True)``) and drive *job*, over and over, for *seconds*.
+
+    Run in several processes at once, kicks land on runs other processes are
+    committing: the two writes that deadlocked on MariaDB before they took
+    their locks in one order. Returns what went wrong, by where it surfaced.
+    """
+    import time
+
+    from django.db import DatabaseError
+
+    from django_leasejobs import run_due_jobs, start
+
+    problems: dict[str, list[str]] = {"start": [], "drive": []}
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        for instance in instances:
+            try:
+                start(job, {"i": instance}, instance=instance, again=True)
+            except DatabaseError as exc:
+                problems["start"].append(repr(exc))
+        report = run_due_jobs(jobs=[job], limit=len(instances))
+        problems["drive"] += [note.text for note in report.errors]
+        if report.aborted:
+            problems["drive"].append(f"aborted: {report.aborted}")
+    return problems
+
+
+def deployment(expression: str, seconds: float) -> int:
+    """Be one deployment of a rolling deploy: register ``t.rolling`` with *expression*
+    and drive it every 0.1 s for *seconds*. Returns how many drives reported errors."""
+    import time
+
+    from django_leasejobs import job, run_due_jobs
+
+    job("t.rolling", schedule=expression, timezone="UTC")(lambda p: p.done())
+    failures = 0
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        failures += bool(run_due_jobs(jobs=["t.rolling"]).errors)
+        time.sleep(0.1)
+    return failures

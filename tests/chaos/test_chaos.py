@@ -11,7 +11,11 @@ the lease protocol is asserted, not just printed:
 * counters are exact (a killed pass's counts were never committed);
 * no two passes of one run overlapped in time;
 * a step's side effect is duplicated only when a kill (or the restart) hit
-  that step in flight, so duplicates <= kills (+ workers for the restart).
+  that step in flight, so duplicates <= kills (+ workers for the restart);
+* a malformed row (and, on PostgreSQL, a row it cannot hand back) added
+  mid-run fails alone as ``decode_failed`` and never reaches a handler, and
+  a schedule nudged off the cron grid mid-run fires its off-grid due time and
+  returns to the grid (R9, D6): neither stops a drive.
 
 Marked ``chaos`` and left out of the default run; ``.ci/run`` runs it on
 PostgreSQL and MariaDB. ``LEASEJOBS_CHAOS=long`` makes it ten times bigger.
@@ -27,13 +31,14 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 from django.db import DatabaseError, close_old_connections, connection
 
 from django_leasejobs import RunStatus, start
-from django_leasejobs.models import Run
+from django_leasejobs.models import Run, Schedule
 from tests.models import Effect
 from tests.subprocesses import command_env
 
@@ -48,6 +53,7 @@ MIN_KILLS = 100 if LONG else 10
 KILL_EVERY = (1.5, 4.5)  # seconds between kills, uniformly
 DEADLINE = 3600 if LONG else 600
 JOB = "tests.chaos_walk"
+CRON = "tests.chaos_cron"
 
 
 class Fleet:
@@ -64,7 +70,7 @@ class Fleet:
         with open(self.log_dir / f"worker-{self.started}.stderr", "w") as stderr:
             worker = subprocess.Popen(
                 [sys.executable, "-m", "django", "rundueJobs", "--loop", "--interval", "0.1",
-                 "--limit", "5", "--job", JOB, "-v", "0"],
+                 "--limit", "5", "--job", JOB, "--job", CRON, "-v", "0"],
                 env=env, stdout=subprocess.DEVNULL, stderr=stderr,
             )  # fmt: skip
         self.workers.append(worker)
@@ -92,10 +98,39 @@ class Fleet:
 def unfinished() -> int | None:
     """Runs not yet done, or None while the database cannot answer."""
     try:
-        return Run.objects.filter(job=JOB).exclude(status=RunStatus.DONE).count()
+        return (
+            Run.objects.filter(job=JOB, instance__startswith="chaos-")
+            .exclude(status=RunStatus.DONE)
+            .count()
+        )
     except DatabaseError:
         connection.close()  # reconnect on the next query
         return None
+
+
+def add_bad_rows() -> tuple[list[str], datetime]:
+    """Mid-run, what an operator's SQL or a restore can leave: rows that do not
+    decode (R9) and a schedule off its cron grid (D6). Returns the bad runs' ids
+    and the off-grid due time."""
+    bad = []
+    for instance, sql in [
+        ("bad-json", "UPDATE leasejobs_run SET payload = '{broken' WHERE id = %s"),
+        (
+            "bad-date",
+            "UPDATE leasejobs_run SET started_at = started_at + interval '8000 years' "
+            "WHERE id = %s",
+        ),
+    ]:
+        if instance == "bad-date" and connection.vendor != "postgresql":
+            continue  # MariaDB refuses to store a date it cannot return
+        run = start(JOB, {"passes": 1, "steps": 1, "step_seconds": 0}, instance=instance).run
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [run.pk])
+        bad.append(run.pk)
+    off_grid = Run.objects.values_list("updated_at", flat=True).latest("updated_at")
+    off_grid = off_grid.replace(second=17, microsecond=0)
+    Schedule.objects.filter(job=CRON).update(next_due_at=off_grid)
+    return bad, off_grid
 
 
 def wait_for(condition, seconds: float = 120) -> None:
@@ -154,6 +189,8 @@ def run_chaos(tmp_path: Path, *, restart: bool) -> None:
     fleet = Fleet(tmp_path)
     began = time.monotonic()
     restarted = False
+    bad: list[str] = []
+    off_grid: datetime | None = None
     for _ in range(WORKERS):
         fleet.spawn()
     try:
@@ -170,6 +207,8 @@ def run_chaos(tmp_path: Path, *, restart: bool) -> None:
             if restart and not restarted and now - began > MIN_SECONDS / 3:
                 restart_database()
                 restarted = True
+            if off_grid is None and now - began > MIN_SECONDS / 2:
+                bad, off_grid = add_bad_rows()
             if now >= next_kill:
                 fleet.kill_one()
                 next_kill = now + random.uniform(*KILL_EVERY)
@@ -178,6 +217,28 @@ def run_chaos(tmp_path: Path, *, restart: bool) -> None:
         fleet.stop()
     wall = time.monotonic() - began
     close_old_connections()
+
+    # The bad rows failed alone (R9), charged, and no handler ever saw them;
+    # the off-grid due time fired once and the schedule is back on its grid (D6).
+    assert off_grid is not None
+    for run_id in bad:
+        failure, attempts = (
+            Run.objects.filter(pk=run_id).values_list("failure_code", "attempts").get()
+        )
+        assert (failure, attempts > 0) == ("decode_failed", True)
+        assert not Effect.objects.filter(run_id=run_id).exists()
+    covered = [
+        run.decoded_payload().value.get("covers", []) for run in Run.objects.filter(job=CRON)
+    ]
+    assert any(off_grid.isoformat().replace("+00:00", "Z") in due for due in covered)
+    next_due = Schedule.objects.get(job=CRON).next_due_at
+    assert (next_due.second, next_due.microsecond) == (0, 0)
+    assert (
+        not Run.objects.filter(job=CRON)
+        .exclude(status=RunStatus.DONE)
+        .exclude(status=RunStatus.RUNNING)
+        .exists()
+    )
 
     finished = Run.objects.filter(pk__in=runs)
     assert finished.count() == len(runs)

@@ -9,7 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError
 
-from django_leasejobs.errors import describe
+from django_leasejobs.errors import one_line
 from django_leasejobs.management.arguments import quantity, whole_number
 from django_leasejobs.management.verbosity import configure_logging
 from django_leasejobs.retention import PruneReport, prune
@@ -66,8 +66,7 @@ class Command(BaseCommand):
             )
         except DatabaseError as exc:
             # One line on stderr, for cron mail and alerting, whatever the driver said.
-            reason = " ".join(describe(exc).split())
-            raise CommandError(f"the prune could not run: {reason}") from None
+            raise CommandError(f"the prune could not run: {one_line(exc)}") from None
         self._print(report, as_json=options["json"], verbosity=verbosity)
 
     def _print(self, report: PruneReport, *, as_json: bool, verbosity: int) -> None:

@@ -17,11 +17,13 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError, router
 
+from django_leasejobs import store
 from django_leasejobs.clock import get_clock
-from django_leasejobs.errors import describe
+from django_leasejobs.errors import connection_lost, one_line, unreadable_reason
 from django_leasejobs.management.arguments import whole_number
 from django_leasejobs.models import Run, Schedule
-from django_leasejobs.schedules import live_runs, state
+from django_leasejobs.querysets import RunQuerySet
+from django_leasejobs.schedules import live_runs, problem, state
 from django_leasejobs.states import RunStatus
 
 #: The most characters of a cursor shown (its raw JSON text).
@@ -69,6 +71,7 @@ def schedule_entry(row: Schedule, live: Run | None, now: datetime) -> dict[str, 
     return {
         "job": row.job,
         "state": state(row, live, now),
+        "problem": problem(row),
         "enabled": row.enabled,
         "expression": row.expression,
         "timezone": row.timezone,
@@ -106,8 +109,31 @@ def run_entry(run: Run, now: datetime) -> dict[str, Any]:
     }
 
 
+def unreadable_entry(run_id: str, reason: str) -> dict[str, Any]:
+    """A live run whose row the database cannot hand back (R9, §12): its id and why."""
+    fields = ("job", "instance", "status", "attempts", "failure_code", "cursor", "started_at")
+    unknown = dict.fromkeys((*fields, "next_attempt_at", "lease_holder", "lease_expired"))
+    return unknown | {"id": run_id, "unreadable": reason}
+
+
+def _read_runs(runs: RunQuerySet, now: datetime) -> list[dict[str, Any]]:
+    """The runs as entries; a row that cannot be read back is listed as unreadable, not fatal."""
+    try:
+        return [run_entry(run, now) for run in runs]
+    except (DatabaseError, ValueError, TypeError, OverflowError) as exc:
+        if isinstance(exc, DatabaseError) and connection_lost(runs.db):
+            raise
+    entries = []
+    for run_id in runs.values_list("pk", flat=True):  # ids are ASCII: they always read
+        try:
+            entries.append(run_entry(runs.model.objects.using(runs.db).get(pk=run_id), now))
+        except (DatabaseError, ValueError, TypeError, OverflowError) as exc:
+            entries.append(unreadable_entry(run_id, unreadable_reason(exc)))
+    return entries
+
+
 def read_status(jobs: Sequence[str] | None, limit: int) -> tuple[dict[str, Any], bool]:
-    """Read what the command prints: ``{"now", "schedules", "runs"}``.
+    """Read what the command prints: ``{"now", "schedules", "runs", "stranded"}``.
 
     The flag says whether more than *limit* runs are live (the list is cut).
     """
@@ -121,11 +147,13 @@ def read_status(jobs: Sequence[str] | None, limit: int) -> tuple[dict[str, Any],
     # Enabled first, then by job, sorted here so every database orders alike.
     rows = sorted(schedules, key=lambda row: (not row.enabled, row.job))
     live = live_runs([row.job for row in rows]) if rows else {}
-    newest = list(runs.only(*_RUN_FIELDS).order_by("-started_at", "-id")[: limit + 1])
+    newest = _read_runs(runs.only(*_RUN_FIELDS).order_by("-started_at", "-id")[: limit + 1], now)
+    stranded = store.stranded(limit)
     status = {
         "now": _iso(now),
         "schedules": [schedule_entry(row, live.get(row.job), now) for row in rows],
-        "runs": [run_entry(run, now) for run in newest[:limit]],
+        "runs": newest[:limit],
+        "stranded": [{"id": run_id, "why": why} for run_id, why in stranded],
     }
     return status, len(newest) > limit
 
@@ -209,7 +237,7 @@ def render(status: dict[str, Any], cut_at: int | None = None) -> list[str]:
     schedules = [
         (
             entry["job"],
-            entry["state"],
+            f"{entry['state']}: {entry['problem']}" if entry["problem"] else entry["state"],
             f"{entry['expression']} ({entry['timezone']})",
             entry["rule"],
             _seconds(entry["next_due_at"]),
@@ -239,6 +267,12 @@ def render(status: dict[str, Any], cut_at: int | None = None) -> list[str]:
     lines += table(RUN_HEADERS, runs) if runs else ["no live runs"]
     if cut_at:
         lines.append(f"(more than {cut_at} live runs: --limit N shows more)")
+    unreadable = [entry for entry in status["runs"] if entry.get("unreadable")]
+    stranded = [(entry["id"], entry["why"]) for entry in status["stranded"]]
+    stranded += [(entry["id"], f"cannot be read: {entry['unreadable']}") for entry in unreadable]
+    if stranded:
+        lines += ["", "Stranded or unreadable runs (no drive will finish them as they are)"]
+        lines += table(("ID", "WHY"), stranded)
     return lines
 
 
@@ -273,8 +307,7 @@ class Command(BaseCommand):
             status, cut = read_status(options["jobs"], limit)
         except DatabaseError as exc:
             # One line on stderr, for cron mail and alerting, whatever the driver said.
-            reason = " ".join(describe(exc).split())
-            raise CommandError(f"the status could not be read: {reason}") from None
+            raise CommandError(f"the status could not be read: {one_line(exc)}") from None
         if options["json"]:
             self.stdout.write(json.dumps(status, sort_keys=True))
         else:

@@ -13,7 +13,7 @@ from django.db import DatabaseError
 
 from django_leasejobs.conf import conf
 from django_leasejobs.driver import DriveReport, run_due_jobs
-from django_leasejobs.errors import describe
+from django_leasejobs.errors import one_line
 from django_leasejobs.exceptions import JobNotRegistered
 from django_leasejobs.management.arguments import quantity, whole_number
 from django_leasejobs.management.verbosity import configure_logging
@@ -103,7 +103,7 @@ class Command(BaseCommand):
         try:
             report = run_due_jobs(limit=limit, max_passes=max_passes, jobs=jobs)
         except DatabaseError as exc:
-            raise CommandError(f"the drive could not run: {describe(exc)}") from None
+            raise CommandError(f"the drive could not run: {one_line(exc)}") from None
         self._print(report)
         if report.aborted:
             raise CommandError(f"the drive stopped early: {report.aborted}")
