@@ -1,8 +1,9 @@
 """django-leasejobs: long, resumable, exactly-one-at-a-time jobs in your Django database.
 
-The public API (SPEC §3). Names that touch models are imported on first use,
-so ``django_leasejobs`` itself can be imported before the app registry is
-ready (``INSTALLED_APPS`` loads this package first).
+The public API (SPEC §3), every name in :data:`__all__`. Names whose modules
+touch models are imported on first use, so ``django_leasejobs`` itself can be
+imported before the app registry is ready (``INSTALLED_APPS`` loads this
+package first).
 """
 
 from __future__ import annotations
@@ -14,21 +15,44 @@ from .exceptions import (
     Defer,
     DuplicateJob,
     InvalidJob,
+    InvalidKey,
     JobNotRegistered,
     LeaseJobsError,
     NotQueueSafe,
+    PassTimedOut,
+    RetryRefused,
+    RunNowRefused,
+    StepInTransaction,
+    StepReused,
 )
 from .policy import Retry
-from .registry import Job, MissedRule, get_job, job, registry
-from .states import FailureCode, RunStatus
+from .registry import Job, get_job, job, registry
+from .states import FailureCode, MissedRule, PassOutcome, RunOrigin, RunStatus, ScheduleState
 
 if TYPE_CHECKING:
     from .driver import DriveReport, run_due_jobs
-    from .passes import Pass, PassResult, PassTimedOut, StepReused
-    from .schedules import PauseResult, RunNowRefused, pause, resume, run_now
-    from .store import StartResult, cancel, release, retry, start
+    from .operators import PauseResult, cancel, pause, release, resume, retry, run_now
+    from .passes import Pass, PassResult
+    from .store import StartResult, start
 
 __version__ = "0.1.0.dev0"
+
+#: Public names whose modules import models, by the module that defines them.
+_LAZY = {
+    "DriveReport": ".driver",
+    "run_due_jobs": ".driver",
+    "Pass": ".passes",
+    "PassResult": ".passes",
+    "PauseResult": ".operators",
+    "cancel": ".operators",
+    "pause": ".operators",
+    "release": ".operators",
+    "resume": ".operators",
+    "retry": ".operators",
+    "run_now": ".operators",
+    "StartResult": ".store",
+    "start": ".store",
+}
 
 __all__ = [
     "Defer",
@@ -36,19 +60,25 @@ __all__ = [
     "DuplicateJob",
     "FailureCode",
     "InvalidJob",
+    "InvalidKey",
     "Job",
     "JobNotRegistered",
     "LeaseJobsError",
     "MissedRule",
     "NotQueueSafe",
     "Pass",
+    "PassOutcome",
     "PassResult",
     "PassTimedOut",
     "PauseResult",
     "Retry",
+    "RetryRefused",
     "RunNowRefused",
+    "RunOrigin",
     "RunStatus",
+    "ScheduleState",
     "StartResult",
+    "StepInTransaction",
     "StepReused",
     "cancel",
     "get_job",
@@ -63,26 +93,6 @@ __all__ = [
     "start",
 ]
 
-#: Public names whose modules import models, by the module that defines them.
-_LAZY = {
-    "DriveReport": ".driver",
-    "run_due_jobs": ".driver",
-    "Pass": ".passes",
-    "PassResult": ".passes",
-    "PassTimedOut": ".passes",
-    "StepReused": ".passes",
-    "PauseResult": ".schedules",
-    "RunNowRefused": ".schedules",
-    "pause": ".schedules",
-    "resume": ".schedules",
-    "run_now": ".schedules",
-    "StartResult": ".store",
-    "cancel": ".store",
-    "release": ".store",
-    "retry": ".store",
-    "start": ".store",
-}
-
 
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
@@ -91,3 +101,7 @@ def __getattr__(name: str) -> Any:
     value = getattr(importlib.import_module(module, __name__), name)
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

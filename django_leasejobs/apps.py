@@ -12,7 +12,7 @@ class LeaseJobsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import checks  # noqa: F401  Registers the system checks.
+        from . import checks, signal_handlers  # noqa: F401  Register checks and log receivers.
 
         # Like admin.py: every installed app's jobs module registers its jobs,
         # so a bad job definition fails here, at startup, naming the job.

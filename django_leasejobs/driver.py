@@ -18,10 +18,12 @@ from . import retention, schedules, store
 from .clock import get_clock
 from .conf import conf
 from .errors import connection_lost, describe, one_line
-from .execute import drive_run
+from .execute import Outcome, drive_run
 from .holder import current_holder, is_gone
 from .models import Run
+from .reading import stranded
 from .registry import Job, registry
+from .states import PassOutcome
 
 __all__ = ["DriveReport", "Note", "run_due_jobs"]
 
@@ -37,7 +39,10 @@ class Note(NamedTuple):
 
 @dataclass
 class DriveReport:
-    """What one drive did. Failed runs are data here, never exceptions."""
+    """What one drive did. Failed runs are data here, never exceptions.
+
+    One count per :class:`~django_leasejobs.states.PassOutcome`.
+    """
 
     attempted: int = 0
     advanced: int = 0
@@ -58,21 +63,26 @@ class DriveReport:
         data["warnings"] = [note._asdict() for note in self.warnings]
         return data
 
+    def tally(self, run_id: str, outcome: Outcome) -> None:
+        """Count one pass's outcome, and note its error or warning."""
+        field = _COUNTS[outcome.status]
+        setattr(self, field, getattr(self, field) + 1)
+        if outcome.error and outcome.status in _REPORTED:
+            self.errors.append(Note(run_id, outcome.error))
+        if outcome.warning:
+            self.warnings.append(Note(run_id, outcome.warning))
+
     def summary(self) -> str:
         counts = " ".join(
-            f"{name}={getattr(self, name)}"
-            for name in (
-                "attempted",
-                "advanced",
-                "completed",
-                "retrying",
-                "failed",
-                "superseded",
-                "deferred",
-                "held",
-            )
+            f"{name}={getattr(self, name)}" for name in ("attempted", *_COUNTS.values())
         )
         return f"{counts} errors={len(self.errors)} warnings={len(self.warnings)}"
+
+
+#: The report's count for each pass outcome: its field is named after it.
+_COUNTS = {outcome: str(outcome.value) for outcome in PassOutcome}
+#: Outcomes whose error is a run's failure the report lists (a retry, a failure, a hold).
+_REPORTED = frozenset({PassOutcome.RETRYING, PassOutcome.FAILED, PassOutcome.HELD})
 
 
 class DueKey(NamedTuple):
@@ -214,11 +224,7 @@ def run_due_jobs(
         if outcomes:
             report.attempted += 1
         for outcome in outcomes:
-            setattr(report, outcome.status, getattr(report, outcome.status) + 1)
-            if outcome.error and outcome.status in ("retrying", "failed", "held"):
-                report.errors.append(Note(key.id, outcome.error))
-            if outcome.warning:
-                report.warnings.append(Note(key.id, outcome.warning))
+            report.tally(key.id, outcome)
     _housekeeping(report)
     logger.debug("Drive finished %s", report.summary())
     return report
@@ -244,7 +250,7 @@ def _housekeeping(report: DriveReport) -> None:
         _last_sweep = clock
         try:
             store.release_expired_cancels(conf.SCAN_MAX)
-            for run_id, text in store.stranded(conf.SCAN_MAX):
+            for run_id, text in stranded(conf.SCAN_MAX):
                 logger.warning("Run id=%s is stranded: %s", run_id, text)
                 report.warnings.append(Note(run_id, f"stranded: {text}"))
         except DatabaseError as exc:

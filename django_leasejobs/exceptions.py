@@ -1,24 +1,60 @@
-"""Exceptions raised by django-leasejobs.
+"""Every exception django-leasejobs raises, in one hierarchy under :class:`LeaseJobsError`.
 
-Each class's docstring is its default message. Handlers raise :class:`Defer`;
-everything else is raised *at* the caller by the library.
+Each class's docstring is its default message. Where a Django or Python
+exception means the same thing, the class derives from it too, so existing
+handling keeps working: an invalid job is an ``ImproperlyConfigured``, an
+unsafe payload a ``ValidationError``, a refused argument a ``ValueError``.
+
+Two exceptions stand outside the hierarchy on purpose: :class:`LeaseLost` and
+:class:`PassInterrupted` are ``BaseException`` s, like
+``asyncio.CancelledError``, so a handler's ``except Exception`` cannot
+swallow them.
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
-from typing import Any
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ImproperlyConfigured, ValidationError
 
-from .policy import MAX_DELAY
+from .policy import MAX_DELAY, Retry
+
+if TYPE_CHECKING:
+    from .states import RunNowRefusal
+
+__all__ = [
+    "DecodeFailed",
+    "Defer",
+    "DuplicateJob",
+    "InvalidJob",
+    "InvalidKey",
+    "InvalidNote",
+    "InvalidSchedule",
+    "JobNotRegistered",
+    "LeaseJobsError",
+    "LeaseLost",
+    "NotQueueSafe",
+    "PassInterrupted",
+    "PassTimedOut",
+    "RetryRefused",
+    "RunNowRefused",
+    "StepFailed",
+    "StepInTransaction",
+    "StepReused",
+    "UnreadableRow",
+]
 
 
 class LeaseJobsError(Exception):
     """A django-leasejobs error. Do not raise directly."""
 
     def __init__(self, message: str | None = None, *args: Any) -> None:
-        super().__init__(message or (self.__doc__ or "").strip(), *args)
+        default = (self.__doc__ or "").strip().split("\n", 1)[0]
+        super().__init__(message or default, *args)
+
+
+# -- definitions and arguments, refused before anything is written -------------------------
 
 
 class JobNotRegistered(LeaseJobsError, LookupError):
@@ -66,20 +102,36 @@ class NotQueueSafe(LeaseJobsError, ValidationError):
         return str(self.message)
 
 
+class InvalidKey(LeaseJobsError, ValueError):
+    """An instance or step name no backend can store and compare as a key."""
+
+    def __init__(self, name: str, value: object, problem: str) -> None:
+        super().__init__(f"{name} {value!r} {problem}")
+        self.name = name
+        self.value = value
+
+
+class InvalidNote(LeaseJobsError, ValueError):
+    """An operator's note is too long."""
+
+
+# -- operators' refusals --------------------------------------------------------------------
+
+
 class RetryRefused(LeaseJobsError, ValueError):
     """This run cannot be retried."""
 
 
-class UnreadableRow(LeaseJobsError):
-    """A stored run cannot be read back, so its pass fails as a malformed row (SPEC R9, §12).
+class RunNowRefused(LeaseJobsError):
+    """Run now was refused: ``reason`` says why, ``retry_at`` when a place frees up (S5)."""
 
-    ``run`` holds only what every row can be read for (id, job, counts).
-    """
-
-    def __init__(self, run: Any, reason: str) -> None:
-        super().__init__(reason)
-        self.run = run
+    def __init__(self, reason: RunNowRefusal, message: str, retry_at: datetime | None = None):
+        super().__init__(message)
         self.reason = reason
+        self.retry_at = retry_at
+
+
+# -- what a handler raises, or meets ------------------------------------------------------
 
 
 class Defer(LeaseJobsError):
@@ -95,3 +147,87 @@ class Defer(LeaseJobsError):
         super().__init__(reason or f"deferred for {delay}")
         self.delay = delay
         self.reason = reason
+
+
+class StepReused(LeaseJobsError):
+    """A step name was used twice in one pass (SPEC R6).
+
+    The second call would silently return the first one's stored result
+    instead of doing its own work, so it is refused outright.
+    """
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"step {name!r} was already used in this pass; a step name identifies one unit "
+            "of work, so give each step its own name (derive it from the cursor or an id)"
+        )
+        self.name = name
+
+
+class StepInTransaction(LeaseJobsError):
+    """A step was called inside a transaction the handler opened (SPEC R5).
+
+    Its record would be written inside that transaction, and a rollback would
+    erase it: the step would run again. Open the transaction inside the
+    step's function instead.
+    """
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"step {name!r} was called inside a transaction the handler opened; its record "
+            "would be rolled back with that transaction and the step would run again. Open "
+            "the transaction inside the step: p.step(name, lambda: atomic_work())"
+        )
+        self.name = name
+
+
+class StepFailed(LeaseJobsError):
+    """A step raised, or its attempts were already spent (SPEC R5, R7)."""
+
+    def __init__(self, name: str, attempts: int, policy: Retry, error: str) -> None:
+        super().__init__(error or f"step {name!r} failed")
+        self.name = name
+        self.attempts = attempts
+        self.policy = policy
+        self.error = error or f"step {name!r} failed"
+
+
+class PassTimedOut(LeaseJobsError):
+    """The pass ran past its job's ``timeout`` (SPEC R10); it will not commit."""
+
+
+class DecodeFailed(LeaseJobsError):
+    """A stored JSON column of the run (or a step result) does not parse (SPEC R9)."""
+
+
+class UnreadableRow(LeaseJobsError):
+    """A stored run cannot be read back, so its pass fails as a malformed row (SPEC R9, §12).
+
+    ``run`` holds only what every row can be read for (id, job, counts).
+    """
+
+    def __init__(self, run: Any, reason: str) -> None:
+        super().__init__(reason)
+        self.run = run
+        self.reason = reason
+
+
+class InvalidSchedule(LeaseJobsError, ValueError):
+    """A stored schedule this process cannot plan: its expression or time zone (D6)."""
+
+
+class LeaseLost(BaseException):
+    """This pass no longer holds its run (SPEC L6): it stops, writing nothing.
+
+    A ``BaseException``, so a handler's ``except Exception`` does not swallow
+    it; and even if a handler catches it, the pass has already recorded the
+    loss and its outcome is ``superseded``.
+    """
+
+
+class PassInterrupted(BaseException):
+    """The worker is shutting down and its stop timeout passed: stop at this step boundary.
+
+    The pass is released, not failed: no attempt is charged, the steps it
+    recorded stay in the ledger, and the run is due again at once.
+    """

@@ -4,15 +4,17 @@ A handler reads ``p.payload`` and ``p.cursor``, does a bounded chunk of work
 in named steps, and returns ``p.advance(next_cursor)``, ``p.done()`` or
 ``None`` (keep the cursor, not done).
 
-What happened to the pass is kept as *state on this object*, not only as an
-exception in flight: a handler that catches :class:`PassTimedOut` or a step's
-failure and returns anyway still gets a failed pass, and one that catches the
-lease-lost signal still writes nothing.
+What happened to the pass is not the handler's to say. The :class:`Pass`
+tells a :class:`PassRecord` -- which the library keeps, and the handler never
+sees -- whenever something decides the pass: its lease lost, its timeout
+passed, a step failed, the worker stopping. A handler that catches
+:class:`PassTimedOut` or a step's failure and returns anyway still gets a
+failed pass, and one that catches the lease-lost signal still writes nothing.
 """
 
 from __future__ import annotations
 
-import json
+import enum
 import math
 import time
 from collections.abc import Callable, Mapping
@@ -21,93 +23,36 @@ from datetime import timedelta
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from django.db import connections
-
-from . import store
-from .codec import decode, encode_result
-from .errors import describe
-from .exceptions import Defer, LeaseJobsError
+from .exceptions import (
+    DecodeFailed,
+    LeaseLost,
+    PassInterrupted,
+    PassTimedOut,
+    StepFailed,
+    StepReused,
+)
+from .leases import RENEW_AT_CHECK, Countdown
+from .ledger import Ledger
 from .policy import Retry
 
 if TYPE_CHECKING:
-    from .models import Run, Step
+    from .models import Run
     from .registry import Job
 
-__all__ = ["Pass", "PassResult", "PassTimedOut", "RunRef", "StepReused"]
+__all__ = [
+    "LeaseLost",
+    "Pass",
+    "PassRecord",
+    "PassResult",
+    "PassTimedOut",
+    "RunRef",
+    "StepReused",
+    "Verdict",
+]
 
 T = TypeVar("T")
-STEP_NAME_LENGTH = 200
 #: ``progress_total`` is a 64-bit column.
 TOTAL_MAX = 2**63 - 1
-
-
-class StepReused(LeaseJobsError):
-    """A step name was used twice in one pass (SPEC R6).
-
-    The second call would silently return the first one's stored result
-    instead of doing its own work, so it is refused outright.
-    """
-
-    def __init__(self, name: str) -> None:
-        super().__init__(
-            f"step {name!r} was already used in this pass; a step name identifies one unit "
-            "of work, so give each step its own name (derive it from the cursor or an id)"
-        )
-        self.name = name
-
-
-class PassTimedOut(LeaseJobsError):
-    """The pass ran past its job's ``timeout`` (SPEC R10); it will not commit."""
-
-
-class LeaseLost(BaseException):
-    """This pass no longer holds its run (SPEC L6): it stops, writing nothing.
-
-    A ``BaseException``, like ``asyncio.CancelledError``, so a handler's
-    ``except Exception`` does not swallow it; and even if a handler catches
-    it, the pass has already recorded the loss and its outcome is
-    ``superseded``.
-    """
-
-
-class PassInterrupted(BaseException):
-    """The worker is shutting down and its stop timeout passed: stop at this step boundary.
-
-    The pass is released, not failed: no attempt is charged, the steps it
-    recorded stay in the ledger, and the run is due again at once.
-    """
-
-
-class StepFailed(LeaseJobsError):
-    """A step raised, or its attempts were already spent (SPEC R5, R7)."""
-
-    def __init__(self, name: str, attempts: int, policy: Retry, error: str) -> None:
-        super().__init__(error)
-        self.name = name
-        self.attempts = attempts
-        self.policy = policy
-        self.error = error
-
-
-class StepInTransaction(LeaseJobsError):
-    """A step was called inside a transaction the handler opened (SPEC R5).
-
-    Its record would be written inside that transaction, and a rollback would
-    erase it: the step would run again. Open the transaction inside the
-    step's function instead.
-    """
-
-    def __init__(self, name: str) -> None:
-        super().__init__(
-            f"step {name!r} was called inside a transaction the handler opened; its record "
-            "would be rolled back with that transaction and the step would run again. Open "
-            "the transaction inside the step: p.step(name, lambda: atomic_work())"
-        )
-        self.name = name
-
-
-class DecodeFailed(LeaseJobsError):
-    """A stored JSON column of the run (or a step result) does not parse (SPEC R9)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +70,68 @@ class RunRef(NamedTuple):
     id: str
     job: str
     instance: str
+
+
+class Verdict(enum.IntEnum):
+    """What decided a pass before its handler's ending could; a higher one overrides a lower."""
+
+    OPEN = 0  # nothing yet: the handler's return (or exception) decides
+    STEP_FAILED = 1  # a step failed or was spent (R5, R7): judged by the step's policy
+    TIMED_OUT = 2  # past the job's timeout (R10): judged by the job's policy
+    INTERRUPTED = 3  # the worker is stopping: released, uncharged
+    LOST = 4  # the lease is gone (L6): superseded, nothing more is written
+
+
+class PassRecord:
+    """What happened to one pass: kept by the library, told by the :class:`Pass`.
+
+    The timeout is judged here, and only here (R10): at each step boundary
+    and once more when the handler has ended.
+    """
+
+    __slots__ = (
+        "_deadline",
+        "_failed_step",
+        "_verdict",
+        "counters",
+        "progress_total",
+        "steps_recorded",
+    )
+
+    def __init__(self, timeout: timedelta | None) -> None:
+        self._verdict = Verdict.OPEN
+        self._failed_step: StepFailed | None = None
+        self._deadline = None if timeout is None else time.monotonic() + timeout.total_seconds()
+        self.counters: dict[str, int | float] = {}
+        self.progress_total: int | None = None
+        #: Whether the pass wrote a step row: its commit then drops the ledger.
+        self.steps_recorded = False
+
+    @property
+    def verdict(self) -> Verdict:
+        return self._verdict
+
+    @property
+    def failed_step(self) -> StepFailed | None:
+        """The step failure behind ``STEP_FAILED``."""
+        return self._failed_step
+
+    def decide(self, verdict: Verdict, failed_step: StepFailed | None = None) -> None:
+        """Record *verdict* unless a weightier one already stands."""
+        if verdict > self._verdict:
+            self._verdict = verdict
+            self._failed_step = failed_step or self._failed_step
+
+    def timed_out(self) -> bool:
+        """Whether the pass has run past its job's timeout (R10); once past, for good."""
+        if self._deadline is not None and time.monotonic() > self._deadline:
+            self.decide(Verdict.TIMED_OUT)
+        return self._verdict is Verdict.TIMED_OUT
+
+    def conclude(self) -> Verdict:
+        """The verdict once the handler has ended, its timeout judged one last time."""
+        self.timed_out()
+        return self._verdict
 
 
 class Pass:
@@ -145,64 +152,49 @@ class Pass:
         Which attempt this pass is: 1 unless earlier passes failed in a row.
     """
 
+    __slots__ = (
+        "_countdown",
+        "_interrupt",
+        "_ledger",
+        "_record",
+        "_retry",
+        "_timeout",
+        "attempt",
+        "cursor",
+        "payload",
+        "run",
+    )
+
     def __init__(
         self,
-        run: Run,
+        row: Run,
         spec: Job,
         owner: str,
-        claim_sent: float,
+        countdown: Countdown,
+        record: PassRecord,
+        *,
         interrupt: Callable[[], bool] | None = None,
     ) -> None:
-        self.run = RunRef(run.pk, run.job, run.instance)
-        self.attempt = run.attempts + 1
-        self.payload: Any = None
-        self.cursor: Any = None
-        self._counters: dict[str, int | float] = {}
-        self._row = run
-        self._spec = spec
-        self._owner = owner
-        self._lease = spec.effective_lease
-        self._lease_from = claim_sent  # monotonic time just before the claim/renewal was sent
-        self._started = time.monotonic()
-        self._used: set[str] = set()
-        self._ledger: dict[str, Step] | None = None if run.has_steps else {}
-        self._progress_total: int | None = None
+        """Decode the run for its handler: part of the pass, so a malformed row is an
+        ordinary failed pass (R9), never an error that escapes the drive.
+
+        Raises :class:`DecodeFailed` when the payload, cursor or counters do not parse.
+        """
+        self.run = RunRef(row.pk, row.job, row.instance)
+        self.attempt = row.attempts + 1
+        self._record = record
+        self._retry = spec.retry
+        self._timeout = spec.timeout
+        self._countdown = countdown
         self._interrupt = interrupt
-        # Transactions open before the handler (a test's, say): a step inside
-        # one the handler opened itself is refused (R5).
-        self._atomic_depth = len(connections[store.alias()].atomic_blocks)
-        # What happened, kept on the pass so no handler can talk its way out of it.
-        self.recorded_steps = False
-        self.lost = False
-        self.timed_out = False
-        self.step_failure: StepFailed | None = None
+        self._ledger = Ledger(row, owner, countdown, record)
+        self.payload, self.cursor, record.counters = _decoded(row)
 
     # -- reading the run ------------------------------------------------------
 
-    def load(self) -> None:
-        """Decode payload, cursor and counters: part of the pass, so a malformed row
-        is an ordinary failed pass (R9), never an error that escapes the drive."""
-        fields = {
-            "payload": self._row.decoded_payload(),
-            "cursor": self._row.decoded_cursor(),
-            "counters": self._row.decoded_counters(),
-        }
-        broken = {name: value.error for name, value in fields.items() if value.error}
-        if broken:
-            detail = "; ".join(f"{name}: {error}" for name, error in broken.items())
-            raise DecodeFailed(f"the run's stored JSON does not parse ({detail})")
-        counters = fields["counters"].value
-        if not isinstance(counters, dict) or not all(
-            isinstance(v, int | float) and not isinstance(v, bool) for v in counters.values()
-        ):
-            raise DecodeFailed("the run's counters are not a JSON object of numbers")
-        self.payload = fields["payload"].value
-        self.cursor = fields["cursor"].value
-        self._counters = dict(counters)
-
     @property
     def counters(self) -> Mapping[str, int | float]:
-        return MappingProxyType(self._counters)
+        return MappingProxyType(self._record.counters)
 
     # -- what a handler calls ----------------------------------------------------
 
@@ -212,13 +204,14 @@ class Pass:
             raise TypeError("a counter name is a non-empty str")
         if isinstance(by, bool) or not isinstance(by, int | float) or not math.isfinite(by):
             raise TypeError(f"count() adds a finite int or float, got {by!r}")
-        self._counters[name] = self._counters.get(name, 0) + by
+        counters = self._record.counters
+        counters[name] = counters.get(name, 0) + by
 
     def total(self, n: int) -> None:
         """Say how many units the whole run has, for the admin's progress bar."""
         if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= TOTAL_MAX:
             raise TypeError(f"total() takes an int from 0 to 2**63 - 1, got {n!r}")
-        self._progress_total = n
+        self._record.progress_total = n
 
     def advance(self, cursor: Any) -> PassResult:
         """Return this from the handler: commit, and resume the next pass from *cursor*.
@@ -234,7 +227,7 @@ class Pass:
 
     def lease_left(self) -> timedelta:
         """How much of the lease is left by this worker's own monotonic count."""
-        return self._lease - timedelta(seconds=time.monotonic() - self._lease_from)
+        return self._countdown.left()
 
     def check(self) -> None:
         """Stop here if the pass timed out or lost its lease; renew a lease running low.
@@ -243,10 +236,10 @@ class Pass:
         a long stretch between steps calls this to keep its lease (L7).
         """
         self._boundary()
-        if self.lease_left() < self._lease / 2:
-            self._renew()
+        if self._countdown.below(RENEW_AT_CHECK):
+            self._lost_if(self._ledger.renew)
 
-    def step(self, name: str, fn: Callable[[], T], *, retry: Retry | None = None) -> Any:
+    def step(self, name: str, fn: Callable[[], T], *, retry: Retry | None = None) -> T:
         """Run *fn* once for this pass's work, remembering its result (R5-R7).
 
         A step that completed before -- in an earlier attempt of this pass that
@@ -254,108 +247,51 @@ class Pass:
         result without calling *fn*. Otherwise *fn* runs and its result is
         stored (``DjangoJSONEncoder``) as the lease is renewed, in one
         transaction. Either way the value returned is decoded from the stored
-        JSON, so it has the same shape on the first call and on a replay.
+        JSON, so it has the same shape on the first call and on a replay: a
+        JSON value as *fn* returned it, or the string a ``datetime``,
+        ``Decimal`` or ``UUID`` is stored as.
+
+        Refused inside a transaction the handler opened (``StepInTransaction``):
+        a rollback would erase the record and the step would run again.
         """
-        store.check_key("a step name", name, STEP_NAME_LENGTH)
-        if retry is not None and not isinstance(retry, Retry):
-            raise TypeError(f"step {name!r}: retry must be a django_leasejobs.Retry, got {retry!r}")
-        if name in self._used:
-            raise StepReused(name)
-        if len(connections[store.alias()].atomic_blocks) > self._atomic_depth:
-            raise StepInTransaction(name)
-        self._used.add(name)
+        self._ledger.reserve(name, retry)
         self._boundary()
-        policy = retry if retry is not None else self._spec.retry
-        if problem := policy.problem():
-            raise ValueError(f"step {name!r}: {problem}")
-
-        prior = self._steps().get(name)
-        if prior is not None and prior.result is not None:
-            return self._stored(name, prior.result)
-        attempts = prior.attempts if prior is not None else 0
-        if policy.exhausted(attempts):
-            # Spent already (a crash after the last failed attempt was recorded):
-            # calling fn again would be one more real call for a run that fails anyway.
-            self._fail_step(name, attempts, policy, prior.last_error if prior else "")
-        if self.lease_left() < self._lease * 0.25:
-            self._renew()  # Do not start work on a lease that may already be gone.
-
         try:
-            value = fn()
-        except (Defer, PassTimedOut, LeaseLost, PassInterrupted, KeyboardInterrupt):
+            return self._lost_if(lambda: self._ledger.run(name, fn, retry or self._retry))
+        except StepFailed as failure:
+            self._record.decide(Verdict.STEP_FAILED, failure)
             raise
-        except BaseException as exc:  # SystemExit from a step is a failed attempt too
-            error = describe(exc, prefix=f"step {name!r} failed: ")
-            self._record(name, None, attempts + 1, error, exists=prior is not None)
-            self._fail_step(name, attempts + 1, policy, error)
-        try:
-            text = encode_result(value)
-        except Exception as exc:
-            error = describe(exc, prefix=f"step {name!r} returned a value JSON cannot store: ")
-            self._record(name, None, attempts + 1, error, exists=prior is not None)
-            self._fail_step(name, attempts + 1, policy, error)
-        self._record(name, text, attempts + 1, "", exists=prior is not None)
-        return json.loads(text)
 
     # -- internals ---------------------------------------------------------------
 
-    @property
-    def progress_total(self) -> int | None:
-        return self._progress_total
-
-    def past_timeout(self) -> bool:
-        timeout = self._spec.timeout
-        return timeout is not None and time.monotonic() - self._started > timeout.total_seconds()
-
     def _boundary(self) -> None:
-        if self.lost:
+        """A step boundary: where a pass learns it must stop (L6, R10, a shutdown)."""
+        if self._record.verdict is Verdict.LOST:
             raise LeaseLost
         if self._interrupt is not None and self._interrupt():
+            self._record.decide(Verdict.INTERRUPTED)
             raise PassInterrupted
-        if self.timed_out or self.past_timeout():
-            self.timed_out = True
-            raise PassTimedOut(f"the pass ran longer than its timeout ({self._spec.timeout})")
+        if self._record.timed_out():
+            raise PassTimedOut(f"the pass ran longer than its timeout ({self._timeout})")
 
-    def _lose(self) -> None:
-        self.lost = True
-        raise LeaseLost
+    def _lost_if(self, write: Callable[[], T]) -> T:
+        """Run a fenced *write*; a refusal means the lease is gone, for good (L6)."""
+        try:
+            return write()
+        except LeaseLost:
+            self._record.decide(Verdict.LOST)
+            raise
 
-    def _renew(self) -> None:
-        sent = time.monotonic()
-        if not store.renew(self.run.id, self._owner, self._lease):
-            self._lose()
-        self._lease_from = sent
 
-    def _steps(self) -> dict[str, Step]:
-        """The run's step ledger, read once per pass and only if the claim saw rows."""
-        if self._ledger is None:
-            self._ledger = {step.name: step for step in self._row.steps.all()}
-        return self._ledger
-
-    def _stored(self, name: str, text: str) -> Any:
-        decoded = decode(text)
-        if decoded.error:
-            raise DecodeFailed(f"step {name!r}: stored result does not parse ({decoded.error})")
-        return decoded.value
-
-    def _record(
-        self, name: str, result: str | None, attempts: int, error: str, *, exists: bool
-    ) -> None:
-        sent = time.monotonic()
-        if not store.record_step(
-            self.run.id,
-            self._owner,
-            self._lease,
-            name,
-            result=result,
-            attempts=attempts,
-            error=error,
-            exists=exists,
-        ):
-            self._lose()
-        self._lease_from = sent
-        self.recorded_steps = True
-
-    def _fail_step(self, name: str, attempts: int, policy: Retry, error: str) -> Any:
-        self.step_failure = StepFailed(name, attempts, policy, error or f"step {name!r} failed")
-        raise self.step_failure
+def _decoded(row: Run) -> tuple[Any, Any, dict[str, int | float]]:
+    """The run's payload, cursor and counters, decoded; :class:`DecodeFailed` if they do not."""
+    fields = row.decoded()
+    if broken := {name: value.error for name, value in fields.items() if value.error}:
+        detail = "; ".join(f"{name}: {error}" for name, error in broken.items())
+        raise DecodeFailed(f"the run's stored JSON does not parse ({detail})")
+    counters = fields["counters"].value
+    if not isinstance(counters, dict) or not all(
+        isinstance(v, int | float) and not isinstance(v, bool) for v in counters.values()
+    ):
+        raise DecodeFailed("the run's counters are not a JSON object of numbers")
+    return fields["payload"].value, fields["cursor"].value, dict(counters)

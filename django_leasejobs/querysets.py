@@ -50,6 +50,16 @@ class RunQuerySet(models.QuerySet["Run"]):
             "next_attempt_at", "id"
         )
 
+    def claimable(self, now: Combinable, *, took_over: bool) -> RunQuerySet:
+        """Runs a claim may take at *now* (L2): due, in the form the drive saw (L3).
+
+        ``took_over`` picks runs whose last lease had begun (a takeover, which
+        charges an attempt) or had not (which costs nothing).
+        """
+        return self.filter(
+            status=RunStatus.RUNNING, next_attempt_at__lte=now, lease_began_at__isnull=not took_over
+        )
+
     def leased(self, now: Combinable) -> RunQuerySet:
         """Running runs whose lease has not yet expired at *now*."""
         return self.filter(
@@ -59,3 +69,23 @@ class RunQuerySet(models.QuerySet["Run"]):
     def held_by(self, owner: str) -> RunQuerySet:
         """The run *owner* holds, if it still does: the fence of every pass write (L6)."""
         return self.filter(status=RunStatus.RUNNING, lease_owner=owner)
+
+    def never_due(self) -> RunQuerySet:
+        """``running`` runs with no ``next_attempt_at``: no drive will reach them (§11).
+
+        A range of the due index: ``status = 'running' AND next_attempt_at IS NULL``.
+        """
+        return self.filter(status=RunStatus.RUNNING, next_attempt_at__isnull=True)
+
+    def keyed_not_live(self) -> RunQuerySet:
+        """Rows holding a coalescing key while not live -- a status outside the vocabulary,
+        say -- which every start() of that key joins (§11). A cancelled run whose pass is
+        still stopping holds its key on purpose and is not one of them.
+
+        Read along the live-key index: its size tracks live runs.
+        """
+        return (
+            self.filter(live_key__isnull=False)
+            .exclude(status__in=LIVE_STATUSES)
+            .exclude(status=RunStatus.CANCELLED, next_attempt_at__isnull=False)
+        )

@@ -13,37 +13,33 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack, overload
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import croniter
-from django.db import models
-from django.utils.translation import gettext_lazy as _
 
 from . import cron
 from .conf import conf
 from .exceptions import DuplicateJob, InvalidJob, JobNotRegistered
 from .policy import MAX_DELAY, Retry, delay_problem
+from .states import MissedRule
 
 if TYPE_CHECKING:
+    from .passes import Pass, PassResult
     from .store import StartResult
 
-__all__ = ["Job", "MissedRule", "get_job", "job", "registry"]
+    #: What a job runs: it is given the pass, and returns ``p.advance()``,
+    #: ``p.done()`` or ``None`` (SPEC §3).
+    Handler = Callable[[Pass], PassResult | None]
+else:
+    Handler = Callable[..., Any]  # Pass needs the models, which registration must not import.
+
+__all__ = ["Handler", "Job", "JobOptions", "MissedRule", "get_job", "job", "registry"]
 
 #: Job names: no whitespace, and no ``|``, which separates job from instance
 #: in the coalescing key (R1).
 NAME_RE = re.compile(r"[A-Za-z0-9_.:/\-]{1,100}")
 MIN_LEASE = timedelta(milliseconds=100)
-
-Handler = Callable[..., Any]
-
-
-class MissedRule(models.TextChoices):
-    """What a schedule does with due times that passed while nothing ran (S3)."""
-
-    SKIP = "skip", _("Skip: record them, run nothing")
-    CATCH_UP_ONCE = "catch_up_once", _("Catch up once: record them, run once")
-    REQUIRED = "required", _("Required: run every one, oldest first")
 
 
 @dataclass(frozen=True)
@@ -201,38 +197,29 @@ def get_job(name: str | Job) -> Job:
     return registry.get(name.name if isinstance(name, Job) else name)
 
 
+class JobOptions(TypedDict, total=False):
+    """The options of :func:`job` (SPEC §3), each documented there."""
+
+    lease: timedelta | None
+    retry: Retry | None
+    timeout: timedelta | None
+    schedule: str | None
+    timezone: str | None
+    missed: str | None
+    safe_to_repeat: bool
+    stall_after: timedelta | None
+
+
 @overload
 def job(name: Handler, /) -> Job: ...
 
 
 @overload
-def job(
-    name: str | None = None,
-    /,
-    *,
-    lease: timedelta | None = None,
-    retry: Retry | None = None,
-    timeout: timedelta | None = None,
-    schedule: str | None = None,
-    timezone: str | None = None,
-    missed: str | None = None,
-    safe_to_repeat: bool = True,
-    stall_after: timedelta | None = None,
-) -> Callable[[Handler], Job]: ...
+def job(name: str | None = None, /, **options: Unpack[JobOptions]) -> Callable[[Handler], Job]: ...
 
 
 def job(
-    name: str | Handler | None = None,
-    /,
-    *,
-    lease: timedelta | None = None,
-    retry: Retry | None = None,
-    timeout: timedelta | None = None,
-    schedule: str | None = None,
-    timezone: str | None = None,
-    missed: str | None = None,
-    safe_to_repeat: bool = True,
-    stall_after: timedelta | None = None,
+    name: str | Handler | None = None, /, **options: Unpack[JobOptions]
 ) -> Job | Callable[[Handler], Job]:
     """Register a function as a job.
 
@@ -269,23 +256,16 @@ def job(
     """
     if name is not None and not isinstance(name, str) and not callable(name):
         raise InvalidJob(str(name), f"a job name must be a str, got {type(name).__name__}")
-    if missed is not None and schedule is None:
+    if unknown := sorted(set(options) - set(JobOptions.__annotations__)):
+        known = ", ".join(JobOptions.__annotations__)
+        raise InvalidJob(str(name), f"unknown option {unknown[0]!r}; the options are {known}")
+    if options.get("missed") is not None and options.get("schedule") is None:
         raise InvalidJob(str(name), "missed is only meaningful with a schedule")
+    values: dict[str, Any] = {key: value for key, value in options.items() if value is not None}
 
     def register(handler: Handler) -> Job:
-        spec = Job(
-            name=name if isinstance(name, str) else getattr(handler, "__name__", repr(handler)),
-            handler=handler,
-            lease=lease,
-            retry=retry if retry is not None else Retry(),
-            timeout=timeout,
-            schedule=schedule,
-            timezone=timezone,
-            missed=missed if missed is not None else MissedRule.CATCH_UP_ONCE,
-            safe_to_repeat=safe_to_repeat,
-            stall_after=stall_after,
-        )
-        return registry.register(spec)
+        named = name if isinstance(name, str) else getattr(handler, "__name__", repr(handler))
+        return registry.register(Job(name=named, handler=handler, **values))
 
     if callable(name):
         handler, name = name, None

@@ -1,14 +1,17 @@
-"""Signals a site can connect to (Sentry, email, metrics).
+"""Signals a site can connect to (Sentry, email, metrics), and the one way they are sent.
 
-Each is sent after the transaction that caused it commits, with
-``sender`` = the :class:`~django_leasejobs.models.Run` (or ``Schedule``) class.
+Each is sent once the transaction that caused it commits, with ``sender`` =
+the :class:`~django_leasejobs.models.Run` (or ``Schedule``) class. The
+library's own log lines for them are receivers too (:mod:`.signal_handlers`).
 """
 
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import Any
 
+from django.db import transaction
 from django.dispatch import Signal
 
 __all__ = [
@@ -17,7 +20,7 @@ __all__ = [
     "run_failed",
     "run_held",
     "schedule_missed",
-    "send_robust",
+    "send",
 ]
 
 logger = logging.getLogger("django_leasejobs")
@@ -43,8 +46,16 @@ schedule_missed = Signal()
 job_overdue = Signal()
 
 
-def send_robust(signal: Signal, sender: type, **kwargs: Any) -> None:
-    """Send *signal*; a receiver that raises is logged, never allowed to stop a drive."""
+def send(signal: Signal, sender: type, *, using: str, **kwargs: Any) -> None:
+    """Send *signal* once the transaction on *using* commits (at once, outside one).
+
+    A receiver that raises is logged, never allowed to stop a drive: the
+    outcome it reports is already stored.
+    """
+    transaction.on_commit(partial(_send_robust, signal, sender, kwargs), using=using)
+
+
+def _send_robust(signal: Signal, sender: type, kwargs: dict[str, Any]) -> None:
     for receiver, response in signal.send_robust(sender=sender, **kwargs):
         if isinstance(response, Exception):
             logger.error(

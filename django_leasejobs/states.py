@@ -1,6 +1,8 @@
-"""The vocabularies stored in status and failure columns (SPEC §2, §10).
+"""Every vocabulary of the app, as ``TextChoices`` (SPEC §2, §6, §7, §10).
 
-Pure data: no ORM, so every other module can import it.
+Pure data: no ORM, so every other module can import it. A value stored in a
+column or reported to a caller is a member of one of these, never a string
+spelled by hand.
 """
 
 from __future__ import annotations
@@ -8,15 +10,29 @@ from __future__ import annotations
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-__all__ = ["FAILURE_MEANINGS", "LIVE_STATUSES", "FailureCode", "RunOrigin", "RunStatus"]
+__all__ = [
+    "FAILURE_MEANINGS",
+    "LIVE_STATUSES",
+    "FailureCode",
+    "MissedAction",
+    "MissedCause",
+    "MissedRule",
+    "PassOutcome",
+    "RunNowRefusal",
+    "RunOrigin",
+    "RunStatus",
+    "ScheduleState",
+]
 
 
 class RunStatus(models.TextChoices):
-    RUNNING = "running", _("Running")
-    DONE = "done", _("Done")
-    FAILED = "failed", _("Failed")
-    CANCELLED = "cancelled", _("Cancelled")
-    HELD = "held", _("Held")
+    """Where a run stands (SPEC §2)."""
+
+    RUNNING = "running", _("Running")  # due or leased: passes still to come
+    DONE = "done", _("Done")  # a pass returned p.done()
+    FAILED = "failed", _("Failed")  # its retry policy is used up
+    CANCELLED = "cancelled", _("Cancelled")  # an operator stopped it
+    HELD = "held", _("Held")  # interrupted, not safe to repeat: waits for an operator
 
 
 #: Statuses that hold the coalescing key (SPEC R1): one such run per (job, instance).
@@ -32,6 +48,18 @@ class RunOrigin(models.TextChoices):
     RETRY = "retry", _("Retry of an earlier run")
     FOLLOW_UP = "follow_up", _("Follow-up of a kicked run")
     TASK = "task", _("Django task")
+
+
+class PassOutcome(models.TextChoices):
+    """What one pass -- or one claim that never began -- came to (the DriveReport's counts)."""
+
+    ADVANCED = "advanced", _("Advanced")  # committed a cursor; the run goes on
+    COMPLETED = "completed", _("Completed")  # committed p.done()
+    RETRYING = "retrying", _("Retrying")  # failed; due again after a back-off
+    FAILED = "failed", _("Failed")  # failed for good
+    SUPERSEDED = "superseded", _("Superseded")  # lost its lease, or never began (L5, L6)
+    DEFERRED = "deferred", _("Deferred")  # raised Defer, or released at a stop (R8)
+    HELD = "held", _("Held")  # taken over, not safe to repeat (L3)
 
 
 class FailureCode(models.TextChoices):
@@ -76,3 +104,53 @@ FAILURE_MEANINGS = {
     ),
     FailureCode.CANCELLED: _("An operator cancelled the run."),
 }
+
+
+class MissedRule(models.TextChoices):
+    """What a schedule does with due times that passed while nothing ran (S3)."""
+
+    SKIP = "skip", _("Skip: record them, run nothing")
+    CATCH_UP_ONCE = "catch_up_once", _("Catch up once: record them, run once")
+    REQUIRED = "required", _("Required: run every one, oldest first")
+
+
+class MissedCause(models.TextChoices):
+    """Why a due time was missed (S3)."""
+
+    WORKER_DOWN = "worker_down", _("No drive ran at the due time")
+    PAUSED = "paused", _("The schedule was paused")
+
+
+class MissedAction(models.TextChoices):
+    """What the rule did with a missed due time (S3)."""
+
+    SKIPPED = "skipped", _("Skipped")
+    CAUGHT_UP = "caught_up", _("Caught up")
+
+
+class ScheduleState(models.TextChoices):
+    """What a schedule reads as (S6), checked in this order."""
+
+    ORPHANED = "orphaned", _("Orphaned")  # no drive registered the job for ORPHAN_AFTER
+    PAUSED = "paused", _("Paused")
+    STALLED = "stalled", _("Stalled")  # a live run older than its stall_after
+    RETRYING = "retrying", _("Retrying")  # a live run whose last pass failed
+    RUNNING = "running", _("Running")
+    NEVER_RUN = "never_run", _("Never run")
+    INVALID = "invalid", _("Invalid")  # an expression or time zone this process cannot plan
+    FAILED = "failed", _("Failed")  # the last run failed or was cancelled
+    MISSED = "missed", _("Missed")  # no success within twice the period
+    OK = "ok", _("OK")
+
+    @classmethod
+    def overdue(cls) -> frozenset[ScheduleState]:
+        """The states that send ``job_overdue``, once per episode (S6)."""
+        return frozenset({cls.STALLED, cls.MISSED})
+
+
+class RunNowRefusal(models.TextChoices):
+    """Why a run by hand was refused (S5)."""
+
+    NOT_SAFE = "not_safe", _("The job is not safe to repeat")
+    LIVE = "live", _("The job has a live run")
+    CAP = "cap", _("Too many runs by hand in the last hour")

@@ -45,6 +45,21 @@ def drive():
     return run
 
 
+@pytest.fixture
+def one_pass(define, drive):
+    """Define a job, start one run of it, drive once: ``(report, the run as stored after)``."""
+    from django_leasejobs import start
+    from tests.utils import fresh
+
+    def run(name, handler, **options):
+        spec = define(name, handler, **options)
+        started = start(spec).run
+        report = drive(spec)
+        return report, fresh(started)
+
+    return run
+
+
 class WorkerClock:
     """The worker's own monotonic clock (``time.monotonic``), moved by the test."""
 

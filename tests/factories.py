@@ -1,17 +1,22 @@
-"""factory-boy factories for the models."""
+"""factory-boy factories for the models: rows as a restore or a hand edit could leave them.
+
+Production code never builds rows this way (the store writes them); tests do,
+to set up a state directly -- a held run, a stranded row, a schedule due an
+hour ago.
+"""
 
 from __future__ import annotations
 
 import factory
-from django.utils import timezone
+from django.utils.timezone import now
 from factory.django import DjangoModelFactory
 
-from django_leasejobs.models import Run, Step
+from django_leasejobs.models import Missed, Run, Schedule, Step
 from django_leasejobs.querysets import live_key
-from django_leasejobs.states import LIVE_STATUSES, RunStatus
+from django_leasejobs.states import LIVE_STATUSES, MissedAction, MissedCause, RunStatus
 
 
-class RunFactory(DjangoModelFactory):
+class RunFactory(DjangoModelFactory[Run]):
     class Meta:
         model = Run
 
@@ -20,7 +25,7 @@ class RunFactory(DjangoModelFactory):
     payload = "null"
     status = RunStatus.RUNNING
     counters = "{}"
-    started_at = factory.LazyFunction(timezone.now)
+    started_at = factory.LazyFunction(now)
     updated_at = factory.LazyAttribute(lambda run: run.started_at)
     next_attempt_at = factory.LazyAttribute(
         lambda run: run.started_at if run.status == RunStatus.RUNNING else None
@@ -33,7 +38,7 @@ class RunFactory(DjangoModelFactory):
     )
 
 
-class StepFactory(DjangoModelFactory):
+class StepFactory(DjangoModelFactory[Step]):
     class Meta:
         model = Step
 
@@ -41,4 +46,26 @@ class StepFactory(DjangoModelFactory):
     name = factory.Sequence(lambda n: f"step-{n}")
     result = "null"
     attempts = 1
-    recorded_at = factory.LazyFunction(timezone.now)
+    recorded_at = factory.LazyFunction(now)
+
+
+class ScheduleFactory(DjangoModelFactory[Schedule]):
+    class Meta:
+        model = Schedule
+
+    job = factory.Sequence(lambda n: f"tests.scheduled-{n}")
+    expression = "0 * * * *"
+    timezone = "UTC"
+    next_due_at = factory.LazyFunction(now)
+    seen_at = factory.LazyFunction(now)
+
+
+class MissedFactory(DjangoModelFactory[Missed]):
+    class Meta:
+        model = Missed
+
+    job = "tests.nightly"
+    due_at = factory.LazyFunction(now)
+    cause = MissedCause.WORKER_DOWN
+    action = MissedAction.SKIPPED
+    recorded_at = factory.LazyAttribute(lambda missed: missed.due_at)

@@ -98,6 +98,15 @@ def test_a6_nothing_the_protocol_owns_is_editable(admin_client):
     assert response.status_code == 403
     assert Run.objects.get(pk=run.pk).cursor is None
     assert admin_client.get(f"{RUNS}add/").status_code == 403
+    assert admin_client.get(f"{SCHEDULES}add/").status_code == 403
+    assert admin_client.get("/admin/leasejobs/missed/add/").status_code == 403
+
+
+@pytest.mark.parametrize("model", ["run", "schedule", "missed"])
+def test_a1_a5_every_list_opens(admin_client, drive, model):
+    drive()  # creates the schedule rows
+    start("tests.walk")
+    assert admin_client.get(f"/admin/leasejobs/{model}/").status_code == 200
 
 
 # -- A3: actions -------------------------------------------------------------------------

@@ -19,8 +19,9 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from django_leasejobs import RunStatus, run_due_jobs, start
-from django_leasejobs.models import Missed, MissedAction, MissedCause, Run, Schedule
-from tests.factories import RunFactory, StepFactory
+from django_leasejobs.models import Missed, Run, Schedule
+from django_leasejobs.states import MissedAction
+from tests.factories import MissedFactory, RunFactory, ScheduleFactory, StepFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -197,7 +198,7 @@ def test_a3_an_unreadable_row_is_cancelled_and_not_retried(admin_client, unreada
 
 
 def test_a5_the_schedule_detail_lists_a_recent_run_it_cannot_read(admin_client, unreadable):
-    row = Schedule.objects.create(job="tests.walk", expression="0 3 * * *", timezone="UTC")
+    row = ScheduleFactory(job="tests.walk", expression="0 3 * * *")
     listed = admin_client.get(SCHEDULES)
     assert listed.status_code == 200
     assert ">live run cannot be read</span>" in listed.content.decode()
@@ -284,10 +285,9 @@ def test_a5_a_schedule_it_cannot_plan_reads_invalid_with_the_reason(
 def elsewhere():
     """A schedule row of a job another deployment registers, paused there."""
     now = timezone.now()
-    return Schedule.objects.create(
+    return ScheduleFactory(
         job="other.deployment.job",
         expression="0 3 * * *",
-        timezone="UTC",
         next_due_at=now - timedelta(days=1),
         paused_at=now - timedelta(days=2),
         paused_by="someone",
@@ -333,7 +333,7 @@ def test_a3_retry_refusals_are_reported_and_other_errors_are_not_swallowed(
     def broken(run_id, by=None):
         raise ValueError("a bug, not a refusal")
 
-    monkeypatch.setattr("django_leasejobs.store.retry", broken)
+    monkeypatch.setattr("django_leasejobs.operators.retry", broken)
     failed = RunFactory(job="tests.walk", status=RunStatus.FAILED)
     with pytest.raises(ValueError, match="a bug"):
         act(admin_client, RUNS, "retry_runs", failed)
@@ -383,14 +383,7 @@ def test_a1_the_run_list_reads_no_payload_cursor_or_error(admin_client):
 
 def test_a1_the_missed_list_links_runs_without_joining_them(admin_client):
     run = RunFactory(job="tests.nightly")
-    Missed.objects.create(
-        job="tests.nightly",
-        due_at=timezone.now(),
-        cause=MissedCause.WORKER_DOWN,
-        action=MissedAction.CAUGHT_UP,
-        run=run,
-        recorded_at=timezone.now(),
-    )
+    MissedFactory(job="tests.nightly", action=MissedAction.CAUGHT_UP, run=run)
     with CaptureQueriesContext(connection) as queries:
         response = admin_client.get(MISSED)
     assert response.status_code == 200

@@ -11,14 +11,11 @@ import pytest
 from django_leasejobs import RunStatus, cancel, retry, start, store
 from django_leasejobs.models import Run
 from tests.models import PassLog
-from tests.subprocesses import django_command
+from tests.processes import django_command
+from tests.utils import fresh
 
 LEASE = timedelta(seconds=30)
 WAIT = 60
-
-
-def fresh(run):
-    return Run.objects.get(pk=run.pk)
 
 
 def in_flight(spec, frozen_clock):

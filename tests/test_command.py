@@ -12,7 +12,7 @@ from django.core.management import CommandError, call_command
 from django_leasejobs import RunStatus, start
 from django_leasejobs.models import Run
 from tests.models import Effect
-from tests.subprocesses import django_command
+from tests.processes import django_command
 
 WAIT = 60  # seconds a subprocess may take to get somewhere before the test gives up
 

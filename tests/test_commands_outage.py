@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.subprocesses import against_unreachable_database
+from tests.processes import against_unreachable_database
 
 COMMANDS = [
     ("rundueJobs", "the drive could not run"),

@@ -18,14 +18,11 @@ from django.db import DataError, connection, transaction
 from django_leasejobs import Defer, Retry, RunStatus, start, store
 from django_leasejobs.codec import MAX_DEPTH
 from django_leasejobs.models import Run, Step
+from tests.utils import fresh
 
 pytestmark = pytest.mark.django_db
 
 ONCE = Retry(max_attempts=1)
-
-
-def fresh(run):
-    return Run.objects.get(pk=run.pk)
 
 
 def deep(levels):

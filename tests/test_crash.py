@@ -15,7 +15,7 @@ from django_leasejobs.clock import DatabaseClock
 from django_leasejobs.models import Run, Step
 from django_leasejobs.signals import run_held
 from tests.models import Effect
-from tests.subprocesses import python
+from tests.processes import python
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.concurrency]
 

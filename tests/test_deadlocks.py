@@ -10,10 +10,10 @@ from __future__ import annotations
 import pytest
 from django.db import DatabaseError, OperationalError
 
-from django_leasejobs import RunStatus, store
+from django_leasejobs import RunStatus, cancel
 from django_leasejobs.errors import connection_lost, is_conflict
 from django_leasejobs.models import Run
-from tests.procs import run_together
+from tests.processes import run_together
 
 PROCESSES = 4
 SECONDS = 8.0
@@ -24,7 +24,7 @@ SECONDS = 8.0
 def test_s12_kicks_racing_finishing_commits_never_deadlock_or_abort_a_drive():
     instances = [f"k{n}" for n in range(3)]
     results = run_together(
-        "tests.workers.kick_and_drive", PROCESSES, "tests.noop", instances, SECONDS
+        "tests.processes.kick_and_drive", PROCESSES, "tests.noop", instances, SECONDS
     )
     assert [problems for problems in results if any(problems.values())] == []
     assert Run.objects.filter(job="tests.noop", status=RunStatus.DONE).count() > PROCESSES
@@ -58,7 +58,7 @@ def test_s12_a_write_that_loses_a_deadlock_is_run_again(monkeypatch):
         return update(queryset, **values)
 
     monkeypatch.setattr(type(Run.objects.all()), "update", racing)
-    assert store.cancel(run.pk)  # two deadlocks, then the third attempt wins
+    assert cancel(run.pk)  # two deadlocks, then the third attempt wins
     assert Run.objects.get(pk=run.pk).status == RunStatus.CANCELLED
 
 

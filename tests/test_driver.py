@@ -12,13 +12,9 @@ from django.test.utils import CaptureQueriesContext
 from django_leasejobs import JobNotRegistered, RunStatus, run_due_jobs, start, store
 from django_leasejobs.models import Run
 from tests.factories import RunFactory
-from tests.utils import statements
+from tests.utils import fresh, statements
 
 pytestmark = pytest.mark.django_db
-
-
-def reload(run):
-    return Run.objects.get(pk=run.pk)
 
 
 # -- D1 snapshot ---
@@ -70,7 +66,7 @@ def test_d1_a_run_claimed_elsewhere_since_the_snapshot_is_skipped(define, monkey
     report = run_due_jobs(jobs=[spec.name])
     assert calls == ["second"]
     assert report.attempted == 1
-    assert reload(first).lease_owner == "elsewhere"
+    assert fresh(first).lease_owner == "elsewhere"
 
 
 # -- D2 unregistered runs and the limit ---
@@ -92,7 +88,7 @@ def test_d2_unregistered_runs_at_the_head_do_not_starve_a_registered_one(define,
     mine = start(spec).run  # due now: behind all 500 in due order
     report = run_due_jobs()
     assert report.completed == 1
-    assert reload(mine).status == RunStatus.DONE
+    assert fresh(mine).status == RunStatus.DONE
     orphans = Run.objects.filter(job="another.deployment")
     assert orphans.filter(status=RunStatus.RUNNING, attempts=0, lease_owner=None).count() == 500
 
@@ -127,7 +123,7 @@ def test_d3_max_passes_resumes_from_what_was_committed(define, drive):
     assert cursors == [None, 1, 2, 3]
     assert report.attempted == 1
     assert report.advanced == 4
-    assert reload(run).cursor == "4"
+    assert fresh(run).cursor == "4"
     drive(spec)  # default budget: one pass
     assert cursors[-1] == 4
 
@@ -154,7 +150,7 @@ def test_d4_a_database_error_on_one_run_is_reported_and_the_drive_goes_on(
     assert report.completed == 1
     assert report.errors[0].run_id == broken.pk
     assert "row is on fire" in report.errors[0].text
-    assert reload(fine).status == RunStatus.DONE
+    assert fresh(fine).status == RunStatus.DONE
 
 
 def test_d4_a_failing_handler_never_raises_out_of_the_drive(define, drive):
@@ -284,5 +280,5 @@ def test_s11_stranded_rows_are_reported_in_the_drives_warnings(drive, housekeepi
     assert set(warnings) == {never_due.pk, odd.pk}
     assert "never due" in warnings[never_due.pk]
     assert "status 'paused' holds the live key" in warnings[odd.pk]
-    assert reload(fine).status == RunStatus.DONE
+    assert fresh(fine).status == RunStatus.DONE
     assert start("tests.noop", instance="odd").joined  # until an operator cancels it

@@ -10,8 +10,8 @@ from datetime import timedelta
 import pytest
 
 from django_leasejobs import RunStatus, start, store
-from django_leasejobs.execute import ENTRY_MARGIN
 from django_leasejobs.holder import Holder, current_holder, is_gone, process_start
+from django_leasejobs.leases import ENTRY_MARGIN
 from django_leasejobs.models import Run
 
 LEASE = timedelta(hours=1)  # far longer than the test: only an early release frees it

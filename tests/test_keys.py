@@ -12,6 +12,7 @@ from django.db import connection
 
 from django_leasejobs import start
 from django_leasejobs.models import Missed, Run, Schedule, Step
+from tests.factories import MissedFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -56,12 +57,8 @@ def test_s1_jobs_that_differ_only_by_case_have_their_own_schedule_and_ledger(def
         "t.keys",
     }
     due = datetime(2026, 1, 1, 3, tzinfo=UTC)
-    Missed.objects.create(
-        job="t.Keys", due_at=due, cause="paused", action="skipped", recorded_at=due
-    )
-    Missed.objects.create(
-        job="t.keys", due_at=due, cause="paused", action="skipped", recorded_at=due
-    )
+    MissedFactory(job="t.Keys", due_at=due)
+    MissedFactory(job="t.keys", due_at=due)
     assert Missed.objects.filter(due_at=due).count() == 2
 
 

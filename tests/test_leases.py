@@ -9,22 +9,15 @@ from django.utils import timezone
 
 from django_leasejobs import Retry, RunStatus, release, start, store
 from django_leasejobs.clock import DatabaseClock
-from django_leasejobs.execute import ENTRY_MARGIN
+from django_leasejobs.exceptions import LeaseLost
+from django_leasejobs.leases import ENTRY_MARGIN
 from django_leasejobs.models import Run, Step
-from django_leasejobs.passes import LeaseLost
 from django_leasejobs.signals import run_held
+from tests.utils import fresh
 
 pytestmark = pytest.mark.django_db
 
 LEASE = timedelta(seconds=60)
-
-
-def reload(run):
-    return Run.objects.get(pk=run.pk)
-
-
-def row(run_id):
-    return Run.objects.get(pk=run_id)
 
 
 # -- L1 ---
@@ -34,13 +27,13 @@ def test_l1_lease_times_come_from_the_clock_seam(frozen_clock):
     run = start("tests.walk").run
     t0 = frozen_clock.now()
     assert store.claim(run.pk, "A", LEASE, "h:1:1", takeover=False)
-    assert row(run.pk).next_attempt_at == t0 + LEASE
+    assert fresh(run).next_attempt_at == t0 + LEASE
     frozen_clock.advance(timedelta(seconds=5))
     assert store.begin(run.pk, "A", LEASE * ENTRY_MARGIN)
-    assert row(run.pk).lease_began_at == t0 + timedelta(seconds=5)
+    assert fresh(run).lease_began_at == t0 + timedelta(seconds=5)
     frozen_clock.advance(timedelta(seconds=30))
     assert store.renew(run.pk, "A", LEASE)
-    assert row(run.pk).next_attempt_at == t0 + timedelta(seconds=35) + LEASE
+    assert fresh(run).next_attempt_at == t0 + timedelta(seconds=35) + LEASE
 
 
 def test_l1_a_skewed_worker_clock_does_not_move_the_lease(define, drive, monkeypatch):
@@ -69,7 +62,7 @@ def test_l2_one_claim_wins_and_the_lease_takes_the_run_out_of_the_due_read(froze
     assert store.claim(run.pk, "A", LEASE, "h", takeover=False)
     assert not store.claim(run.pk, "B", LEASE, "h", takeover=False)
     assert not Run.objects.due(frozen_clock.now_expr()).exists()
-    claimed = row(run.pk)
+    claimed = fresh(run)
     assert claimed.lease_owner == "A"
     assert claimed.lease_holder == "h"
     assert claimed.attempts == 0
@@ -143,7 +136,7 @@ def test_l3_takeover_of_a_begun_lease_charges_exactly_one_attempt(define, drive,
     _abandon(run, frozen_clock, began=True)
     drive(spec)
     assert seen == [(2, 1, "lease_expired")]
-    assert reload(run).attempts == 2  # one for the takeover, one for this failed pass
+    assert fresh(run).attempts == 2  # one for the takeover, one for this failed pass
 
 
 def test_l3_takeover_of_a_never_begun_claim_costs_nothing(define, drive, frozen_clock):
@@ -157,7 +150,7 @@ def test_l3_takeover_of_a_never_begun_claim_costs_nothing(define, drive, frozen_
     _abandon(run, frozen_clock, began=False)
     drive(spec)
     assert seen == [(1, 0)]
-    assert reload(run).failure_code == ""
+    assert fresh(run).failure_code == ""
 
 
 def test_l3_a_takeover_that_exhausts_the_policy_fails_without_invoking(define, drive, frozen_clock):
@@ -173,7 +166,7 @@ def test_l3_a_takeover_that_exhausts_the_policy_fails_without_invoking(define, d
     report = drive(spec)
     assert calls == []
     assert report.failed == 1
-    failed = reload(run)
+    failed = fresh(run)
     assert failed.status == RunStatus.FAILED
     assert failed.failure_code == "lease_expired"
     assert failed.live_key is None
@@ -204,7 +197,7 @@ def test_l3_a_job_not_safe_to_repeat_is_held_not_replayed(
         run_held.disconnect(receiver)
     assert calls == []
     assert report.held == 1
-    held = reload(run)
+    held = fresh(run)
     assert held.status == RunStatus.HELD
     assert held.failure_code == "interrupted"
     assert held.live_key is not None  # still live: a new start joins it
@@ -220,7 +213,7 @@ def test_release_without_resume_fails_the_held_run(frozen_clock):
     run = start("tests.fragile").run
     Run.objects.filter(pk=run.pk).update(status=RunStatus.HELD, failure_code="interrupted")
     assert release(run.pk, resume=False, by="ops")
-    failed = reload(run)
+    failed = fresh(run)
     assert failed.status == RunStatus.FAILED
     assert failed.live_key is None
     assert "ops" in failed.last_error
@@ -235,7 +228,7 @@ def test_l4_begin_needs_more_than_the_margin_by_the_database_clock(frozen_clock)
     assert store.claim(run.pk, "A", LEASE, "h", takeover=False)
     frozen_clock.advance(LEASE * 0.8)  # only 20 % left, margin is 25 %
     assert not store.begin(run.pk, "A", LEASE * ENTRY_MARGIN)
-    assert row(run.pk).lease_began_at is None
+    assert fresh(run).lease_began_at is None
 
 
 def test_l4_begin_is_refused_to_another_owner(frozen_clock):
@@ -262,7 +255,7 @@ def test_l4_a_slow_claim_reply_by_the_workers_own_count_does_not_begin(
     assert calls == []
     assert report.superseded == 1
     assert len(report.warnings) == 1
-    assert reload(run).admission_misses == 1
+    assert fresh(run).admission_misses == 1
 
 
 # -- L5 admission misses ---
@@ -280,7 +273,7 @@ def test_l5_misses_charge_nothing_back_off_and_fail_at_ten(
         report = drive(spec)
         assert report.superseded == 1
         assert f"admission miss {miss} of 10" in report.warnings[0].text
-        after = reload(run)
+        after = fresh(run)
         assert after.admission_misses == miss
         assert after.attempts == 0
         assert after.lease_owner is None
@@ -290,7 +283,7 @@ def test_l5_misses_charge_nothing_back_off_and_fail_at_ten(
     assert waits == [1, 2, 4, 8, 16, 32, 64, 128, 256]
     report = drive(spec)
     assert report.failed == 1
-    failed = reload(run)
+    failed = fresh(run)
     assert failed.status == RunStatus.FAILED
     assert failed.failure_code == "lease_too_short"
     assert "t.l5" in failed.last_error
@@ -303,7 +296,7 @@ def test_l5_begin_clears_the_miss_count(define, drive, frozen_clock):
     run = start(spec).run
     Run.objects.filter(pk=run.pk).update(admission_misses=4)
     drive(spec)
-    assert reload(run).admission_misses is None
+    assert fresh(run).admission_misses is None
 
 
 # -- L6 fencing ---
@@ -339,14 +332,14 @@ def test_l6_a_pass_that_lost_its_lease_writes_nothing_and_is_superseded(
     assert report.superseded == 1
     assert report.completed == 0
     assert effects == ["first"]  # the second step never ran
-    after = reload(run)
+    after = fresh(run)
     assert after.lease_owner == "thief"
     assert after.status == RunStatus.RUNNING
     assert after.counters == "{}"
     assert list(Step.objects.filter(run=run).values_list("name", flat=True)) == ["first"]
 
 
-def test_l6_a_handler_catching_the_loss_still_writes_nothing(define, drive, frozen_clock):
+def test_l6_a_handler_catching_the_loss_still_writes_nothing(one_pass, frozen_clock):
     def handler(p):
         _steal(p.run.id, frozen_clock)
         try:
@@ -355,19 +348,16 @@ def test_l6_a_handler_catching_the_loss_still_writes_nothing(define, drive, froz
             return p.done()  # tries to turn the loss into a commit
         return None
 
-    spec = define("t.l6.catch", handler, lease=LEASE)
-    run = start(spec).run
-    assert drive(spec).superseded == 1
-    after = reload(run)
-    assert after.status == RunStatus.RUNNING
-    assert after.lease_owner == "thief"
+    report, after = one_pass("t.l6.catch", handler, lease=LEASE)
+    assert report.superseded == 1
+    assert (after.status, after.lease_owner) == (RunStatus.RUNNING, "thief")
 
 
 def test_l6_commit_is_fenced(define, drive, frozen_clock):
     spec = define("t.l6.commit", lambda p: _steal(p.run.id, frozen_clock) or p.done(), lease=LEASE)
     run = start(spec).run
     assert drive(spec).superseded == 1
-    assert reload(run).status == RunStatus.RUNNING
+    assert fresh(run).status == RunStatus.RUNNING
 
 
 def test_l6_failure_settle_is_fenced(define, drive, frozen_clock):
@@ -378,12 +368,12 @@ def test_l6_failure_settle_is_fenced(define, drive, frozen_clock):
     spec = define("t.l6.settle", handler, lease=LEASE)
     run = start(spec).run
     assert drive(spec).superseded == 1
-    after = reload(run)
+    after = fresh(run)
     assert after.attempts == 1  # the thief's takeover charge, not this pass's failure
     assert after.last_error == store.TAKEOVER_NOTE
 
 
-def test_l6_cancel_stops_a_pass_in_flight(define, drive):
+def test_l6_cancel_stops_a_pass_in_flight(one_pass):
     from django_leasejobs import cancel
 
     def handler(p):
@@ -391,13 +381,10 @@ def test_l6_cancel_stops_a_pass_in_flight(define, drive):
         p.step("after", lambda: None)
         return p.done()
 
-    spec = define("t.l6.cancel", handler, lease=LEASE)
-    run = start(spec).run
-    assert drive(spec).superseded == 1
-    after = reload(run)
-    assert after.status == RunStatus.CANCELLED
-    assert after.failure_code == "cancelled"
-    assert not Step.objects.filter(run=run).exists()
+    report, after = one_pass("t.l6.cancel", handler, lease=LEASE)
+    assert report.superseded == 1
+    assert (after.status, after.failure_code) == (RunStatus.CANCELLED, "cancelled")
+    assert not Step.objects.filter(run=after).exists()
 
 
 # -- L7 renewal ---
@@ -436,7 +423,7 @@ def test_l7_a_pass_longer_than_its_lease_is_not_taken_over_while_it_steps(
     run = start(spec).run
     assert drive(spec).completed == 1
     assert rivals == [False] * 10
-    assert reload(run).status == RunStatus.DONE
+    assert fresh(run).status == RunStatus.DONE
 
 
 def test_l7_check_renews_a_lease_running_low(define, drive, frozen_clock, worker_clock):
@@ -476,7 +463,7 @@ def test_l8_every_outcome_clears_the_lease(define, drive, frozen_clock, outcome,
     spec = define(f"t.l8.{outcome}", handler, lease=LEASE, retry=policy)
     run = start(spec).run
     drive(spec)
-    after = reload(run)
+    after = fresh(run)
     assert after.lease_owner is None
     assert after.lease_began_at is None
     assert after.next_attempt_at == frozen_clock.now() + due_in  # never the old expiry

@@ -15,7 +15,7 @@ import pytest
 from django_leasejobs import RunStatus, start
 from django_leasejobs.models import Run
 from tests.models import Effect, PassLog
-from tests.procs import run_together
+from tests.processes import run_together
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.concurrency]
 
@@ -29,7 +29,7 @@ def test_l2_l6_four_workers_never_overlap_on_a_run_and_counters_are_exact():
     payload = {"passes": PASSES, "steps": STEPS, "sleep": 0.005}
     runs = [start("tests.counted_walk", payload, instance=f"r{n}").run for n in range(RUNS)]
 
-    totals = run_together("tests.workers.drain", WORKERS, "tests.counted_walk", 240.0)
+    totals = run_together("tests.processes.drain", WORKERS, "tests.counted_walk", 240.0)
 
     assert sum(t["completed"] for t in totals) == RUNS
     assert sum(t["superseded"] for t in totals) == 0

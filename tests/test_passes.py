@@ -9,21 +9,26 @@ from datetime import timedelta
 
 import pytest
 
-from django_leasejobs import Defer, PassTimedOut, Retry, RunStatus, StepReused, start
+from django_leasejobs import (
+    Defer,
+    LeaseJobsError,
+    PassTimedOut,
+    Retry,
+    RunStatus,
+    StepReused,
+    start,
+)
 from django_leasejobs.models import Run, Step
+from tests.utils import fresh
 
 pytestmark = pytest.mark.django_db
 
 NO_JITTER = Retry(max_attempts=3, base=timedelta(seconds=10), cap=timedelta(minutes=1), jitter=0)
 
 
-def reload(run):
-    return Run.objects.get(pk=run.pk)
-
-
 def make_due(run, clock):
     """Move the frozen clock to when *run* is next due."""
-    clock.set(reload(run).next_attempt_at)
+    clock.set(fresh(run).next_attempt_at)
 
 
 # -- R3 commit ---
@@ -43,13 +48,13 @@ def test_r3_commit_writes_cursor_counters_and_resets_failure(define, drive, froz
     spec = define("t.r3", handler, retry=NO_JITTER)
     run = start(spec).run
     drive(spec)
-    failed = reload(run)
+    failed = fresh(run)
     assert failed.attempts == 1
     assert failed.failure_code == "handler_failed"
     make_due(run, frozen_clock)
     report = drive(spec)
     assert report.advanced == 1
-    committed = reload(run)
+    committed = fresh(run)
     assert json.loads(committed.cursor) == {"page": 2}
     assert json.loads(committed.counters) == {"items": 10, "pages": 1}
     assert committed.attempts == 0
@@ -68,7 +73,7 @@ def test_r3_commit_drops_the_step_ledger_in_the_same_transaction(define, drive):
     run = start(spec).run
     drive(spec)
     assert not Step.objects.filter(run=run).exists()
-    assert reload(run).cursor == "1"
+    assert fresh(run).cursor == "1"
 
 
 def test_r3_returning_none_keeps_the_cursor(define, drive, frozen_clock):
@@ -85,7 +90,7 @@ def test_r3_returning_none_keeps_the_cursor(define, drive, frozen_clock):
     run = start(spec).run
     drive(spec, max_passes=3)
     assert cursors == [None, "first", "first"]
-    after = reload(run)
+    after = fresh(run)
     assert after.cursor == '"first"'
     assert json.loads(after.counters) == {"n": 3}
     assert after.status == RunStatus.RUNNING
@@ -108,8 +113,8 @@ def test_r3_explicit_none_cursor_restarts_while_omitted_keeps(define, drive):
     run = start(spec).run
     drive(spec, max_passes=4)
     assert seen == [None, 5, 5, None]
-    assert reload(run).cursor == "null"  # a real cursor, not SQL NULL
-    assert reload(run).status == RunStatus.DONE
+    assert fresh(run).cursor == "null"  # a real cursor, not SQL NULL
+    assert fresh(run).status == RunStatus.DONE
 
 
 def test_r3_done_stamps_ended_and_frees_the_key(define, drive, frozen_clock):
@@ -117,7 +122,7 @@ def test_r3_done_stamps_ended_and_frees_the_key(define, drive, frozen_clock):
     run = start(spec).run
     report = drive(spec)
     assert report.completed == 1
-    done = reload(run)
+    done = fresh(run)
     assert done.status == RunStatus.DONE
     assert done.ended_at == frozen_clock.now()
     assert done.live_key is None
@@ -134,7 +139,7 @@ def test_r3_progress_total_is_committed(define, drive):
     spec = define("t.r3.total", handler)
     run = start(spec).run
     drive(spec)
-    assert reload(run).progress_total == 250
+    assert fresh(run).progress_total == 250
 
 
 # -- R4 failure ---
@@ -152,7 +157,7 @@ def test_r4_failed_pass_writes_nothing_the_handler_produced(define, drive, froze
     report = drive(spec)
     assert report.retrying == 1
     assert report.errors[0].run_id == run.pk
-    after = reload(run)
+    after = fresh(run)
     assert after.cursor == '"c7"'
     assert after.counters == '{"items": 1}'
     assert after.attempts == 1
@@ -175,12 +180,12 @@ def test_r4_backoff_doubles_and_the_run_fails_at_max_attempts(define, drive, fro
     for _ in range(2):
         before = frozen_clock.now()
         assert drive(spec).retrying == 1
-        waits.append(reload(run).next_attempt_at - before)
+        waits.append(fresh(run).next_attempt_at - before)
         make_due(run, frozen_clock)
     report = drive(spec)
     assert waits == [timedelta(seconds=10), timedelta(seconds=20)]
     assert report.failed == 1
-    failed = reload(run)
+    failed = fresh(run)
     assert failed.status == RunStatus.FAILED
     assert failed.attempts == 3
     assert failed.ended_at == frozen_clock.now()
@@ -197,7 +202,7 @@ def test_r4_redacted_errors_keep_only_the_type(define, drive, settings):
     spec = define("t.r4.redact", handler)
     run = start(spec).run
     report = drive(spec)
-    assert reload(run).last_error == "PermissionError"
+    assert fresh(run).last_error == "PermissionError"
     assert "s3cr3t" not in json.dumps(report.as_dict())
 
 
@@ -210,7 +215,7 @@ def test_r4_error_text_is_truncated(define, drive, settings):
     spec = define("t.r4.long", handler)
     run = start(spec).run
     drive(spec)
-    assert len(reload(run).last_error) == 40
+    assert len(fresh(run).last_error) == 40
 
 
 # -- R5 steps ---
@@ -288,7 +293,7 @@ def test_r5_raising_step_records_the_attempt_and_fails_the_pass(define, drive):
     assert step.result is None
     assert step.attempts == 1
     assert step.last_error == "step 'boom' failed: KeyError: 'missing'"
-    assert reload(run).last_error == step.last_error
+    assert fresh(run).last_error == step.last_error
 
 
 def test_r5_caught_step_failure_still_fails_the_pass(define, drive):
@@ -300,7 +305,7 @@ def test_r5_caught_step_failure_still_fails_the_pass(define, drive):
     spec = define("t.r5.caught", handler, retry=NO_JITTER)
     run = start(spec).run
     assert drive(spec).retrying == 1
-    assert reload(run).status == RunStatus.RUNNING
+    assert fresh(run).status == RunStatus.RUNNING
 
 
 def test_r5_unencodable_result_fails_the_step_naming_it(define, drive):
@@ -332,7 +337,7 @@ def test_r5_spent_step_fails_without_calling_fn(define, drive):
     report = drive(spec)
     assert calls == []
     assert report.failed == 1
-    assert reload(run).failure_code == "step_exhausted"
+    assert fresh(run).failure_code == "step_exhausted"
 
 
 # -- R6, R7 ---
@@ -347,8 +352,8 @@ def test_r6_step_reused_in_one_pass_is_refused(define, drive):
     spec = define("t.r6", handler, retry=NO_JITTER)
     run = start(spec).run
     drive(spec)
-    assert "StepReused" in reload(run).last_error
-    assert "'same'" in reload(run).last_error
+    assert "StepReused" in fresh(run).last_error
+    assert "'same'" in fresh(run).last_error
     with pytest.raises(StepReused):
         raise StepReused("x")
 
@@ -366,10 +371,10 @@ def test_r7_step_policy_judges_exhaustion_by_the_steps_own_count(define, drive, 
     run = start(spec).run
     before = frozen_clock.now()
     assert drive(spec).retrying == 1
-    assert reload(run).next_attempt_at == before + timedelta(seconds=3)  # the step's backoff
+    assert fresh(run).next_attempt_at == before + timedelta(seconds=3)  # the step's backoff
     make_due(run, frozen_clock)
     assert drive(spec).failed == 1
-    failed = reload(run)
+    failed = fresh(run)
     assert failed.failure_code == "step_exhausted"
     assert failed.attempts == 2  # the run still counts consecutive failed passes
 
@@ -387,7 +392,7 @@ def test_r8_defer_charges_nothing_and_sets_the_next_attempt(define, drive, froze
     report = drive(spec)
     assert report.deferred == 1
     assert report.errors == []
-    after = reload(run)
+    after = fresh(run)
     assert after.attempts == 2
     assert after.failure_code == "handler_failed"
     assert after.last_error == "x"
@@ -407,13 +412,13 @@ def test_r9_malformed_row_fails_alone_and_the_runs_after_it_complete(define, dri
     report = drive(spec)
     assert report.retrying == 1
     assert report.completed == 3
-    assert all(reload(run).status == RunStatus.DONE for run in good)
-    broken = reload(bad)
+    assert all(fresh(run).status == RunStatus.DONE for run in good)
+    broken = fresh(bad)
     assert broken.failure_code == "decode_failed"
     assert "cursor" in broken.last_error
     make_due(bad, frozen_clock)
     assert drive(spec).failed == 1
-    assert reload(bad).status == RunStatus.FAILED
+    assert fresh(bad).status == RunStatus.FAILED
 
 
 def test_r9_counters_that_are_not_numbers_fail_the_pass(define, drive):
@@ -421,13 +426,13 @@ def test_r9_counters_that_are_not_numbers_fail_the_pass(define, drive):
     run = start(spec).run
     Run.objects.filter(pk=run.pk).update(counters='{"a": "x"}')
     drive(spec)
-    assert reload(run).failure_code == "decode_failed"
+    assert fresh(run).failure_code == "decode_failed"
 
 
 # -- R10 timeout ---
 
 
-def test_r10_timeout_at_a_step_boundary_fails_with_timeout(define, drive, worker_clock):
+def test_r10_timeout_at_a_step_boundary_fails_with_timeout(one_pass, worker_clock):
     def minute_of_work():
         worker_clock.now += 60
 
@@ -436,20 +441,14 @@ def test_r10_timeout_at_a_step_boundary_fails_with_timeout(define, drive, worker
             p.step(f"s{n}", minute_of_work)
         return p.done()
 
-    spec = define("t.r10", handler, timeout=timedelta(seconds=90), retry=NO_JITTER)
-    run = start(spec).run
-    drive(spec)
-    after = reload(run)
-    assert after.failure_code == "timeout"
-    assert after.cursor is None
+    _report, after = one_pass("t.r10", handler, timeout=timedelta(seconds=90), retry=NO_JITTER)
+    assert (after.failure_code, after.cursor) == ("timeout", None)
     # s0 and s1 ran (0 s and 60 s in); at s2's boundary 120 s > 90 s.
-    assert list(Step.objects.filter(run=run).order_by("name").values_list("name", flat=True)) == [
-        "s0",
-        "s1",
-    ]
+    names = Step.objects.filter(run=after).order_by("name").values_list("name", flat=True)
+    assert list(names) == ["s0", "s1"]
 
 
-def test_r10_a_caught_timeout_still_commits_nothing(define, drive, worker_clock):
+def test_r10_a_caught_timeout_still_commits_nothing(one_pass, worker_clock):
     def handler(p):
         try:
             worker_clock.now += 100
@@ -458,26 +457,23 @@ def test_r10_a_caught_timeout_still_commits_nothing(define, drive, worker_clock)
             return p.advance("should not be committed")
         return p.done()
 
-    spec = define("t.r10.caught", handler, timeout=timedelta(seconds=90), retry=NO_JITTER)
-    run = start(spec).run
-    drive(spec)
-    after = reload(run)
-    assert after.failure_code == "timeout"
-    assert after.cursor is None
+    options = {"timeout": timedelta(seconds=90), "retry": NO_JITTER}
+    _report, after = one_pass("t.r10.caught", handler, **options)
+    assert (after.failure_code, after.cursor) == ("timeout", None)
 
 
 def test_handler_returning_something_else_is_a_failed_pass(define, drive):
     spec = define("t.bad.return", lambda p: {"done": True}, retry=NO_JITTER)
     run = start(spec).run
     drive(spec)
-    assert "return p.advance(cursor), p.done() or None" in reload(run).last_error
+    assert "return p.advance(cursor), p.done() or None" in fresh(run).last_error
 
 
 def test_r2_cursor_that_is_not_queue_safe_fails_the_pass_naming_the_path(define, drive):
     spec = define("t.r2.cursor", lambda p: p.advance({"page": (1, 2)}), retry=NO_JITTER)
     run = start(spec).run
     drive(spec)
-    after = reload(run)
+    after = fresh(run)
     assert after.cursor is None
     assert "cursor.page" in after.last_error
 
@@ -547,3 +543,43 @@ def test_a_raising_signal_receiver_never_stops_the_drive(
         run_completed.disconnect(broken)
     assert report.completed == 3
     assert sum("raised RuntimeError" in r.getMessage() for r in caplog.records) == 3
+
+
+# -- the verdict is the library's: a handler cannot talk its way out of it ---
+
+
+@pytest.mark.parametrize("flag", ["lost", "timed_out", "step_failure", "recorded_steps", "verdict"])
+def test_r5_a_handler_cannot_set_the_passs_old_flags_or_its_verdict(define, drive, flag):
+    refused = []
+
+    def handler(p):
+        with contextlib.suppress(ZeroDivisionError, LeaseJobsError):  # swallows the failure...
+            p.step("fails", lambda: 1 / 0, retry=Retry(max_attempts=1))
+        try:
+            setattr(p, flag, None)  # ... and tries to clear what the pass recorded
+        except AttributeError:
+            refused.append(flag)
+        return p.done()
+
+    spec = define("t.verdict", handler, retry=NO_JITTER)
+    run = start(spec).run
+    report = drive(spec)
+    assert refused == [flag]
+    assert report.completed == 0
+    assert fresh(run).status == RunStatus.FAILED  # the step's policy: max_attempts=1
+    assert fresh(run).failure_code == "step_exhausted"
+
+
+def test_r10_a_handler_that_swallows_its_timeout_still_fails_as_timeout(
+    define, drive, worker_clock
+):
+    def handler(p):
+        worker_clock.now += 120
+        with contextlib.suppress(PassTimedOut):  # swallowed: the verdict stands
+            p.check()
+        return p.done()
+
+    spec = define("t.verdict.timeout", handler, timeout=timedelta(seconds=60), retry=NO_JITTER)
+    run = start(spec).run
+    assert drive(spec).retrying == 1
+    assert fresh(run).failure_code == "timeout"

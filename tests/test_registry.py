@@ -162,3 +162,9 @@ def test_an_invalid_job_stops_manage_py_check_naming_it():
     assert "InvalidJob" in completed.stderr
     assert "'tests.bad_lease'" in completed.stderr
     assert "at least 100 ms" in completed.stderr
+
+
+def test_an_unknown_option_is_refused_naming_the_job(scratch):
+    with pytest.raises(InvalidJob, match=r"'scratch\.typo'.*unknown option 'leese'"):
+        job("scratch.typo", leese=timedelta(minutes=1))(handler)  # type: ignore[call-overload]
+    assert "scratch.typo" not in registry

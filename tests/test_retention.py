@@ -14,10 +14,10 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from django_leasejobs.models import Missed, MissedAction, MissedCause, Run, Schedule, Step
+from django_leasejobs.models import Missed, Run, Schedule, Step
 from django_leasejobs.retention import PruneReport, prune
 from django_leasejobs.states import LIVE_STATUSES, RunStatus
-from tests.factories import RunFactory, StepFactory
+from tests.factories import MissedFactory, RunFactory, ScheduleFactory, StepFactory
 from tests.utils import statements
 
 DAY = timedelta(days=1)
@@ -32,20 +32,13 @@ def finished_run(ended_at, status=RunStatus.DONE, steps=0):
 
 
 def missed(job, recorded_at, run=None):
-    return Missed.objects.create(
-        job=job,
-        due_at=recorded_at - timedelta(minutes=10),
-        cause=MissedCause.WORKER_DOWN,
-        action=MissedAction.SKIPPED,
-        run=run,
-        recorded_at=recorded_at,
+    return MissedFactory(
+        job=job, due_at=recorded_at - timedelta(minutes=10), run=run, recorded_at=recorded_at
     )
 
 
 def schedule(job, last_run):
-    return Schedule.objects.create(
-        job=job, expression="* * * * *", timezone="UTC", last_run=last_run
-    )
+    return ScheduleFactory(job=job, expression="* * * * *", last_run=last_run)
 
 
 def deletes_on(model, captured):

@@ -8,7 +8,8 @@ import pytest
 
 from django_leasejobs import InvalidJob, job, pause, registry, resume, start
 from django_leasejobs.models import Missed, Run, Schedule
-from django_leasejobs.schedules import MISSED_MAX, State, fire_due_schedules, state
+from django_leasejobs.schedules import MISSED_MAX, fire_due_schedules, state
+from django_leasejobs.states import ScheduleState as State
 from django_leasejobs.worker import Worker
 
 pytestmark = pytest.mark.django_db
@@ -124,18 +125,18 @@ def test_d6_a_schedule_row_that_cannot_be_planned_is_reported_and_contained(
 def test_d6_an_error_while_firing_is_reported_siblings_fire_and_runs_are_driven(
     scheduled, drive, frozen_clock, monkeypatch
 ):
-    from django_leasejobs import schedules
+    from django_leasejobs.schedules import firing
 
     calls = scheduled()
     start("t.sched.plain")
-    original = schedules.start_as
+    original = firing.start_as
 
     def failing(origin, job_, *args, **kwargs):
         if getattr(job_, "name", job_) == "t.sched.a":
             raise RuntimeError("the job's start blew up")
         return original(origin, job_, *args, **kwargs)
 
-    monkeypatch.setattr(schedules, "start_as", failing)
+    monkeypatch.setattr(firing, "start_as", failing)
     frozen_clock.set(at(13, 1))
     report = drive_all(drive)
     assert [note.text for note in report.errors] == [
@@ -145,7 +146,7 @@ def test_d6_an_error_while_firing_is_reported_siblings_fire_and_runs_are_driven(
     assert ("plain", None) in calls
     # The failed firing rolled back: the due time is still owed.
     assert Schedule.objects.get(job="t.sched.a").next_due_at == at(13)
-    monkeypatch.setattr(schedules, "start_as", original)
+    monkeypatch.setattr(firing, "start_as", original)
     assert drive_all(drive).errors == []
     assert ("t.sched.a", ["2026-03-01T13:00:00Z"]) in calls
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from django_leasejobs.models import Missed, Run, Schedule
-from tests.subprocesses import python
+from tests.processes import python
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.concurrency]
 
@@ -21,7 +21,7 @@ EXPRESSIONS = ("* * * * * */2", "* * * * * */3")
 
 def test_s1_two_deployments_that_disagree_lose_no_due_time_of_either():
     processes = [
-        python(f"from tests.workers import deployment; print(deployment({e!r}, {SECONDS}))")
+        python(f"from tests.processes import deployment; print(deployment({e!r}, {SECONDS}))")
         for e in EXPRESSIONS
     ]
     outputs = [process.communicate(timeout=SECONDS + 120) for process in processes]

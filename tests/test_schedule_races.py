@@ -11,7 +11,7 @@ from django.db import connection
 from django_leasejobs import cron, run_due_jobs
 from django_leasejobs.clock import DatabaseClock
 from django_leasejobs.models import Missed, Run, Schedule
-from tests.procs import run_together
+from tests.processes import run_together
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.concurrency]
 
@@ -28,7 +28,7 @@ def test_s2_s3_two_drives_at_once_record_one_set_of_missed_rows_and_one_catch_up
     assert expected >= 3
 
     processes = 4 if connection.vendor != "sqlite" else 2
-    run_together("tests.workers.drive_once", processes, [JOB])
+    run_together("tests.processes.drive_once", processes, [JOB])
 
     missed = Missed.objects.filter(job=JOB)
     assert missed.count() == expected  # one set, whoever won

@@ -8,8 +8,9 @@ import pytest
 
 from django_leasejobs import Retry, RunStatus, pause, start
 from django_leasejobs.models import Run, Schedule
-from django_leasejobs.schedules import State, live_runs, state
+from django_leasejobs.schedules import live_runs, state
 from django_leasejobs.signals import job_overdue
+from django_leasejobs.states import ScheduleState as State
 
 pytestmark = pytest.mark.django_db
 

@@ -8,9 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from django_leasejobs import RunStatus, pause, resume, run_now
+from django_leasejobs import RunNowRefused, RunStatus, pause, resume, run_now
 from django_leasejobs.models import Missed, Run, Schedule
-from django_leasejobs.schedules import MISSED_MAX, RunNowRefused
+from django_leasejobs.schedules import MISSED_MAX
 from django_leasejobs.signals import schedule_missed
 
 pytestmark = pytest.mark.django_db
@@ -159,37 +159,33 @@ def missed_rows(spec):
     )
 
 
-def test_s3_skip_records_every_missed_due_time_and_runs_nothing(hourly, drive, frozen_clock):
-    spec = hourly("skip")
+@pytest.mark.parametrize(
+    ("rule", "actions", "covered"),
+    [
+        # skip: record every missed due time, run nothing
+        ("skip", ["skipped"] * 5, None),
+        # catch_up_once: record them, run once for the newest
+        ("catch_up_once", ["skipped"] * 4 + ["caught_up"], [17]),
+        # required: every missed due time runs, oldest first
+        ("required", ["caught_up"] * 5, [13, 14, 15, 16, 17]),
+    ],
+)
+def test_s3_an_outage_goes_through_the_rule(hourly, drive, frozen_clock, rule, actions, covered):
+    spec = hourly(rule)
     outage(frozen_clock, 5)
     drive(spec)
+    run = runs(spec).first()
     assert missed_rows(spec) == [
-        (at(hour), "worker_down", "skipped", None) for hour in range(13, 18)
+        (at(hour), "worker_down", action, run.pk if action == "caught_up" else None)
+        for hour, action in zip(range(13, 18), actions, strict=True)
     ]
-    assert not runs(spec).exists()
-    assert row(spec).next_due_at == at(18)
-
-
-def test_s3_catch_up_once_records_them_and_runs_once_for_the_newest(hourly, drive, frozen_clock):
-    spec = hourly("catch_up_once")
-    outage(frozen_clock, 5)
-    drive(spec)
-    run = runs(spec).get()
-    assert missed_rows(spec) == [
-        *[(at(hour), "worker_down", "skipped", None) for hour in range(13, 17)],
-        (at(17), "worker_down", "caught_up", run.pk),
-    ]
-    assert spec.calls == [{"due": "2026-03-01T17:00:00Z", "covers": ["2026-03-01T17:00:00Z"]}]
-    assert row(spec).next_due_at == at(18)
-
-
-def test_s3_required_runs_every_missed_due_time_oldest_first(hourly, drive, frozen_clock):
-    spec = hourly("required")
-    outage(frozen_clock, 5)
-    drive(spec)
-    run = runs(spec).get()
-    assert missed_rows(spec) == [(at(h), "worker_down", "caught_up", run.pk) for h in range(13, 18)]
-    assert spec.calls[0]["covers"] == [f"2026-03-01T{h}:00:00Z" for h in range(13, 18)]
+    if covered is None:
+        assert not runs(spec).exists()
+    else:
+        assert runs(spec).count() == 1
+        (payload,) = spec.calls
+        assert payload["covers"] == [f"2026-03-01T{hour}:00:00Z" for hour in covered]
+        assert payload["due"] == "2026-03-01T17:00:00Z"
     assert row(spec).next_due_at == at(18)
 
 

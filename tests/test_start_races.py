@@ -14,7 +14,7 @@ from django.db import connection
 
 from django_leasejobs import start
 from django_leasejobs.models import Run
-from tests.procs import run_together
+from tests.processes import run_together
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.concurrency]
 
@@ -29,7 +29,7 @@ def test_r1_concurrent_starts_make_exactly_one_live_run():
     processes = _processes()
     instances = [f"race-{n}" for n in range(20)]
     results = run_together(
-        "tests.workers.start_each", processes, "tests.walk", instances, {"n": 1}, False
+        "tests.processes.start_each", processes, "tests.walk", instances, {"n": 1}, False
     )
     by_instance = defaultdict(list)
     for outcomes in results:
@@ -48,7 +48,7 @@ def test_r1_concurrent_kicks_set_the_follow_up_flag_once():
     live = start("tests.walk", {"v": "first"}, instance="kick").run
     processes = _processes()
     results = run_together(
-        "tests.workers.start_each", processes, "tests.walk", ["kick"] * 5, {"v": "later"}, True
+        "tests.processes.start_each", processes, "tests.walk", ["kick"] * 5, {"v": "later"}, True
     )
     outcomes = [outcome for per_process in results for outcome in per_process]
     assert len(outcomes) == processes * 5

@@ -13,7 +13,7 @@ from django.db import OperationalError
 from django_leasejobs import RunStatus, pause, run_due_jobs
 from django_leasejobs.management.commands import leasejobs_status
 from django_leasejobs.models import Schedule
-from tests.factories import RunFactory
+from tests.factories import RunFactory, ScheduleFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -119,7 +119,7 @@ def test_a_run_live_longer_than_stall_after_reads_stalled(scheduled):
 
 def test_a_disabled_schedule_says_so_and_comes_after_the_enabled(scheduled):
     scheduled("t.status")
-    Schedule.objects.create(job="a.gone", expression="0 3 * * *", timezone="UTC", enabled=False)
+    ScheduleFactory(job="a.gone", expression="0 3 * * *", enabled=False, next_due_at=None)
     output = status()
     assert line_of(output, "a.gone").endswith("disabled")
     assert output.index("t.status") < output.index("a.gone")
@@ -302,7 +302,7 @@ def test_a_database_error_is_a_one_line_command_error(monkeypatch, scheduled):
     def broken(jobs):
         raise OperationalError("server closed the connection\nunexpectedly")
 
-    monkeypatch.setattr(leasejobs_status, "live_runs", broken)
+    monkeypatch.setattr("django_leasejobs.status.live_runs", broken)
     with pytest.raises(CommandError) as info:
         call_command("leasejobs_status")
     assert str(info.value) == (

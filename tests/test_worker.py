@@ -14,7 +14,7 @@ from django_leasejobs.driver import DriveReport
 from django_leasejobs.models import Run, Step
 from django_leasejobs.worker import Worker
 from tests.models import Effect
-from tests.subprocesses import django_command
+from tests.processes import django_command
 
 WAIT = 60
 

@@ -15,3 +15,8 @@ def statements(captured) -> list[str]:
         for query in captured.captured_queries
         if not query["sql"].upper().startswith(_CONTROL)
     ]
+
+
+def fresh(obj):
+    """*obj* (a run, a step, a schedule) as the database holds it now."""
+    return type(obj).objects.get(pk=obj.pk)

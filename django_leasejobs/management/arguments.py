@@ -9,7 +9,10 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-__all__ = ["quantity", "whole_number"]
+from django_leasejobs.exceptions import JobNotRegistered
+from django_leasejobs.registry import get_job
+
+__all__ = ["quantity", "registered_job", "whole_number"]
 
 
 def whole_number(low: int = 1, high: int | None = None) -> Callable[[str], int]:
@@ -43,3 +46,11 @@ def quantity(unit: str, *, most: float, zero_ok: bool) -> Callable[[str], float]
         return number
 
     return parse
+
+
+def registered_job(value: str) -> str:
+    """A job registered in this process: an unknown ``--job`` is refused before anything runs."""
+    try:
+        return get_job(value).name
+    except JobNotRegistered as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None

@@ -36,12 +36,12 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='schedule',
             name='last_due_at',
-            field=models.DateTimeField(blank=True, help_text='Due times up to this one are accounted for (fired, recorded as missed, or before the row existed); a changed expression continues from it.', null=True, verbose_name='last due at'),
+            field=models.DateTimeField(blank=True, null=True, verbose_name='last due at'),
         ),
         migrations.AddField(
             model_name='schedule',
             name='last_paused_at',
-            field=models.DateTimeField(blank=True, help_text='When the last pause that has ended began (its due times were missed: paused).', null=True, verbose_name='last paused at'),
+            field=models.DateTimeField(blank=True, null=True, verbose_name='last paused at'),
         ),
         migrations.AddField(
             model_name='schedule',
@@ -51,7 +51,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='schedule',
             name='seen_at',
-            field=models.DateTimeField(blank=True, help_text='When a drive that registers the job last synced this row (S1).', null=True, verbose_name='seen at'),
+            field=models.DateTimeField(blank=True, null=True, verbose_name='seen at'),
         ),
         migrations.AlterField(
             model_name='missed',

@@ -40,7 +40,7 @@ from django.db import DatabaseError, close_old_connections, connection
 from django_leasejobs import RunStatus, start
 from django_leasejobs.models import Run, Schedule
 from tests.models import Effect
-from tests.subprocesses import command_env
+from tests.processes import command_env
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.chaos]
 

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from datetime import timedelta
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import DatabaseError
+from django.core.management.base import CommandParser
 
-from django_leasejobs.errors import one_line
 from django_leasejobs.management.arguments import quantity, whole_number
-from django_leasejobs.management.verbosity import configure_logging
-from django_leasejobs.retention import PruneReport, prune
+from django_leasejobs.management.base import LeaseJobsCommand
+from django_leasejobs.retention import prune
 
 #: A century: more would put the cutoff before the year 1 on some clocks.
 MAX_DAYS = 36500
@@ -22,13 +19,16 @@ valid_days = quantity("days", most=MAX_DAYS, zero_ok=False)
 valid_batch_size = whole_number(1)
 
 
-class Command(BaseCommand):
+class Command(LeaseJobsCommand):
+    could_not = "the prune could not run"
+    json_help = "Print the counts as one JSON object."
     help = (
         "Delete finished django-leasejobs runs (with their step rows) and missed-run records "
         "older than the retention, in bounded batches. Live runs are never deleted."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
+        super().add_arguments(parser)
         parser.add_argument(
             "--older-than",
             type=valid_days,
@@ -50,27 +50,15 @@ class Command(BaseCommand):
         parser.add_argument(
             "--dry-run", action="store_true", help="Count what would be deleted; delete nothing."
         )
-        parser.add_argument(
-            "--json", action="store_true", help="Print the counts as one JSON object."
-        )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        verbosity: int = options["verbosity"]
-        configure_logging(verbosity)
         days: float | None = options["older_than"]
-        try:
-            report = prune(
-                older_than=None if days is None else timedelta(days=days),
-                batch_size=options["batch_size"],
-                dry_run=options["dry_run"],
-            )
-        except DatabaseError as exc:
-            # One line on stderr, for cron mail and alerting, whatever the driver said.
-            raise CommandError(f"the prune could not run: {one_line(exc)}") from None
-        self._print(report, as_json=options["json"], verbosity=verbosity)
-
-    def _print(self, report: PruneReport, *, as_json: bool, verbosity: int) -> None:
-        if as_json:
-            self.stdout.write(json.dumps(report.as_dict(), sort_keys=True))
-        elif verbosity >= 1:
+        report = prune(
+            older_than=None if days is None else timedelta(days=days),
+            batch_size=options["batch_size"],
+            dry_run=options["dry_run"],
+        )
+        if self.as_json:
+            self.write_json(report.as_dict())
+        elif self.verbosity >= 1:
             self.stdout.write(report.summary())

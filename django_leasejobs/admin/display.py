@@ -4,9 +4,8 @@ Everything user-supplied (payloads, cursors, errors, notes) goes through
 ``format_html`` / ``escape``: a payload holding ``<script>`` is shown as text.
 
 Nothing a row holds may turn a page into a 500 (A2, SPEC §11-12): a value too
-deep to pretty-print is shown as stored, a counter too large for a float
-clamps the bar, and a row the backend cannot read back is shown as a
-placeholder that says why (:func:`read_robustly`, :func:`read_columns`).
+deep to pretty-print is shown as stored, and a counter too large for a float
+clamps the bar. Rows the backend cannot read back: :mod:`.reading`.
 """
 
 from __future__ import annotations
@@ -17,43 +16,28 @@ from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any
 
-from django.contrib.admin.utils import display_for_value
 from django.core.paginator import Paginator
-from django.db import DatabaseError
-from django.db.models import QuerySet
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 
-from .codec import MAX_DEPTH, Decoded, decode
-from .errors import unreadable_reason
-from .models import Run
+from django_leasejobs.codec import MAX_DEPTH, Decoded
+from django_leasejobs.models import Run
 
 __all__ = [
-    "READ_ERRORS",
     "CappedCountPaginator",
     "cron_in_words",
     "duration",
     "json_block",
     "lease_text",
-    "placeholder",
     "pre",
     "progress",
-    "read_columns",
-    "read_robustly",
     "status_badge",
     "table",
     "unreadable",
 ]
 
-#: What reading a stored row raises when the backend cannot give a value back
-#: (SPEC §12): SQLite's text that is not UTF-8 (``OperationalError``) and its
-#: impossible dates (``ValueError``), psycopg's timestamps past year 9999
-#: (``DataError``).
-READ_ERRORS = (DatabaseError, ValueError, TypeError, OverflowError)
-#: The run columns holding JSON text, shown decoded.
-JSON_COLUMNS = frozenset({"payload", "cursor", "counters", "rerun_payload"})
 
 #: Colours of run statuses and schedule states, for the eye, not for meaning.
 COLOURS = {
@@ -178,6 +162,12 @@ def _share(done: float, total: int) -> float:
     return done / total  # done < total < 2**64: a float holds both
 
 
+def unreadable(run: Run) -> str | None:
+    """Why *run* stands in for a row that cannot be read back, or ``None`` for a real row."""
+    reason: str | None = vars(run).get("_leasejobs_unreadable")
+    return reason
+
+
 def progress(run: Run) -> SafeString | str:
     """A bar when the run said its total (``p.total``), else its counters.
 
@@ -265,76 +255,3 @@ def table(headers: Sequence[Any], rows: Iterable[Sequence[Any]]) -> SafeString |
         ((format_html_join("", "<td>{}</td>", ((cell,) for cell in row)),) for row in rows),
     )
     return format_html("<table><thead><tr>{}</tr></thead><tbody>{}</tbody></table>", head, body)
-
-
-# -- rows the backend cannot read back (SPEC §12) -----------------------------------------------
-
-
-def unreadable(run: Run) -> str | None:
-    """Why *run* stands in for a row that cannot be read back, or ``None`` for a real row."""
-    reason: str | None = vars(run).get("_leasejobs_unreadable")
-    return reason
-
-
-def placeholder(pk: str, reason: str) -> Run:
-    """A run holding only its id, standing in for a row that cannot be read back.
-
-    What the lists show of it reads as unknown ("?", "—"), never as a value
-    (a default status or a zero count would be a lie about the row).
-    """
-    run = Run(pk=pk, job="?", instance="?", status="unreadable")
-    run._state.adding = False  # it stands for a stored row (an inline would clear a new one's id)
-    vars(run).update(
-        dict.fromkeys(("attempts", "started_at", "updated_at", "next_attempt_at"), None),
-        _leasejobs_unreadable=reason,
-    )
-    return run
-
-
-def read_robustly(rows: QuerySet[Run], within: QuerySet[Run] | None = None) -> list[Run]:
-    """The runs of *rows*, a placeholder in place of each one the backend cannot read back.
-
-    The rows are read as usual. Only when that fails are they read again: their
-    ids (always readable) and then each row by id from *within* (the unsliced
-    queryset *rows* came from, *rows* itself by default), so one bad row costs
-    its own page an extra query per row, and every other page nothing.
-    """
-    try:
-        return list(rows)
-    except READ_ERRORS:
-        pass
-    within = rows if within is None else within
-    found: list[Run] = []
-    for pk in rows.values_list("pk", flat=True):
-        try:
-            found.extend(within.filter(pk=pk))
-        except READ_ERRORS as exc:
-            found.append(placeholder(pk, unreadable_reason(exc)))
-    return found
-
-
-def read_columns(pk: str) -> list[tuple[str, str, Any, str | None]]:
-    """Each column of run *pk* read on its own: (label, name, shown value, why it cannot be read).
-
-    For the detail page of a row that cannot be read whole: every column
-    that can be read is shown as such, and each one that cannot says why,
-    without quoting what it holds (an error message may quote a payload).
-    """
-    one = Run.objects.filter(pk=pk)
-    columns: list[tuple[str, str, Any, str | None]] = []
-    for field in Run._meta.concrete_fields:
-        label, name = str(field.verbose_name), field.attname
-        try:
-            values = list(one.values_list(name, flat=True))
-        except READ_ERRORS as exc:
-            columns.append((label, name, None, unreadable_reason(exc)))
-            continue
-        value = values[0] if values else None
-        if name in JSON_COLUMNS:
-            shown: Any = json_block(decode(value), empty="—")
-        elif name == "last_error" and value:
-            shown = pre(value)
-        else:
-            shown = display_for_value(value if value != "" else None, "—")
-        columns.append((label, name, shown, None))
-    return columns

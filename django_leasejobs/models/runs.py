@@ -6,22 +6,23 @@ classes describe the tables and decode what they hold.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from .codec import Decoded, decode
-from .fields import KeyField
-from .ids import new_id
-from .querysets import RunQuerySet
-from .registry import MissedRule
-from .states import FailureCode, RunOrigin, RunStatus
+from django_leasejobs.codec import Decoded, decode
+from django_leasejobs.fields import KeyField
+from django_leasejobs.ids import new_id
+from django_leasejobs.querysets import RunQuerySet
+from django_leasejobs.states import FailureCode, RunOrigin, RunStatus
 
-__all__ = ["Missed", "MissedAction", "MissedCause", "Run", "Schedule", "Step"]
+__all__ = ["INSTANCE_LENGTH", "JOB_NAME_LENGTH", "Run", "Step"]
 
 JOB_NAME_LENGTH = 100
 INSTANCE_LENGTH = 200
+#: Run columns an outcome sets to the database's time (see ``Run.as_written``).
+_DATABASE_TIMED = frozenset({"updated_at", "ended_at", "next_attempt_at"})
 
 
 class Run(models.Model):
@@ -139,6 +140,20 @@ class Run(models.Model):
     def is_live(self) -> bool:
         return self.status in (RunStatus.RUNNING, RunStatus.HELD)
 
+    def as_written(self, **values: Any) -> Run:
+        """This run as a write just left it, for the signal that reports the write.
+
+        *values* are the columns the write set; the columns it set to the
+        database's time are deferred, read only if a receiver asks for them,
+        so reporting an outcome costs no statement of its own.
+        """
+        names, data = [], []
+        for field in self._meta.concrete_fields:
+            if field.attname not in _DATABASE_TIMED:
+                names.append(field.attname)
+                data.append(values.get(field.attname, getattr(self, field.attname)))
+        return type(self).from_db(self._state.db, names, data)
+
     def decoded_payload(self) -> Decoded:
         return decode(self.payload)
 
@@ -151,15 +166,18 @@ class Run(models.Model):
     def decoded_rerun_payload(self) -> Decoded:
         return decode(self.rerun_payload)
 
-    @property
-    def decode_errors(self) -> dict[str, str]:
-        """Which JSON columns do not parse, and why (empty when all do)."""
-        fields = {
+    def decoded(self) -> dict[str, Decoded]:
+        """The payload, cursor and counters, each decoded (or the reason it is not)."""
+        return {
             "payload": self.decoded_payload(),
             "cursor": self.decoded_cursor(),
             "counters": self.decoded_counters(),
         }
-        return {name: value.error for name, value in fields.items() if value.error}
+
+    @property
+    def decode_errors(self) -> dict[str, str]:
+        """Which JSON columns do not parse, and why (empty when all do)."""
+        return {name: value.error for name, value in self.decoded().items() if value.error}
 
 
 class Step(models.Model):
@@ -192,128 +210,3 @@ class Step(models.Model):
 
     def decoded_result(self) -> Decoded:
         return decode(self.result)
-
-
-class MissedCause(models.TextChoices):
-    WORKER_DOWN = "worker_down", _("No drive ran at the due time")
-    PAUSED = "paused", _("The schedule was paused")
-
-
-class MissedAction(models.TextChoices):
-    SKIPPED = "skipped", _("Skipped")
-    CAUGHT_UP = "caught_up", _("Caught up")
-
-
-class Schedule(models.Model):
-    """The state of one scheduled job (SPEC §7). The definition is the code (S1)."""
-
-    job = KeyField(_("job"), max_length=JOB_NAME_LENGTH, unique=True)
-    expression = models.CharField(_("cron expression"), max_length=200)
-    timezone = models.CharField(_("time zone"), max_length=64)
-    rule = models.CharField(
-        _("missed-run rule"),
-        max_length=max(len(value) for value in MissedRule.values),
-        choices=MissedRule.choices,
-        default=MissedRule.CATCH_UP_ONCE,
-    )
-    next_due_at = models.DateTimeField(_("next due at"), null=True, blank=True)
-    enabled = models.BooleanField(
-        _("enabled"), default=True, help_text=_("False once the job's schedule left the code.")
-    )
-    paused_at = models.DateTimeField(_("paused at"), null=True, blank=True)
-    paused_by = models.CharField(_("paused by"), max_length=150, blank=True, default="")
-    pause_note = models.CharField(_("pause note"), max_length=200, blank=True, default="")
-    last_paused_at = models.DateTimeField(
-        _("last paused at"),
-        null=True,
-        blank=True,
-        help_text=_(
-            "When the last pause that has ended began (its due times were missed: paused)."
-        ),
-    )
-    resumed_at = models.DateTimeField(_("resumed at"), null=True, blank=True)
-    last_due_at = models.DateTimeField(
-        _("last due at"),
-        null=True,
-        blank=True,
-        help_text=_(
-            "Due times up to this one are accounted for (fired, recorded as missed, or "
-            "before the row existed); a changed expression continues from it."
-        ),
-    )
-    seen_at = models.DateTimeField(
-        _("seen at"),
-        null=True,
-        blank=True,
-        help_text=_("When a drive that registers the job last synced this row (S1)."),
-    )
-    last_run = models.ForeignKey(
-        Run,
-        on_delete=models.SET_NULL,
-        null=True,
-        blank=True,
-        related_name="+",
-        verbose_name=_("last run"),
-    )
-    last_run_at = models.DateTimeField(_("last run at"), null=True, blank=True)
-    last_outcome = models.CharField(_("last outcome"), max_length=16, blank=True, default="")
-    last_success_at = models.DateTimeField(_("last success at"), null=True, blank=True)
-    overdue_since = models.DateTimeField(
-        _("overdue since"),
-        null=True,
-        blank=True,
-        help_text=_("Set when job_overdue was sent for the current episode."),
-    )
-    updated_at = models.DateTimeField(_("updated at"), auto_now=True)
-
-    class Meta:
-        verbose_name = _("schedule")
-        verbose_name_plural = _("schedules")
-        permissions = [
-            ("pause_schedule", _("Can pause and resume a schedule")),
-            ("run_schedule_now", _("Can run a scheduled job now")),
-        ]
-        indexes = [
-            models.Index(fields=["enabled", "next_due_at"], name="leasejobs_schedule_due"),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.job} ({self.expression}, {self.timezone})"
-
-
-class Missed(models.Model):
-    """One due time that did not run on time, and what its rule did about it (S3)."""
-
-    job = KeyField(_("job"), max_length=JOB_NAME_LENGTH)
-    due_at = models.DateTimeField(_("due at"))
-    cause = models.CharField(
-        _("cause"),
-        max_length=max(len(value) for value in MissedCause.values),
-        choices=MissedCause.choices,
-    )
-    action = models.CharField(
-        _("action"),
-        max_length=max(len(value) for value in MissedAction.values),
-        choices=MissedAction.choices,
-    )
-    run = models.ForeignKey(
-        Run,
-        on_delete=models.SET_NULL,
-        null=True,
-        blank=True,
-        related_name="missed",
-        verbose_name=_("run"),
-    )
-    recorded_at = models.DateTimeField(_("recorded at"))
-
-    class Meta:
-        verbose_name = _("missed due time")
-        verbose_name_plural = _("missed due times")
-        constraints = [
-            # Each due time is recorded once, whichever drive or resume saw it first.
-            models.UniqueConstraint(fields=["job", "due_at"], name="leasejobs_missed_job_due"),
-        ]
-        indexes = [models.Index(fields=["recorded_at"], name="leasejobs_missed_recorded")]
-
-    def __str__(self) -> str:
-        return f"{self.job} @ {self.due_at:%Y-%m-%d %H:%M} ({self.action})"

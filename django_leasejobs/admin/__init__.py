@@ -1,0 +1,26 @@
+"""The operators' admin (SPEC §8, A1-A6).
+
+Operators read runs and schedules here and act on them through
+:mod:`django_leasejobs.operators` -- compare-and-set functions (cancel, retry,
+release, pause, resume, run now) -- never by editing a field: payload, cursor
+and lease are the protocol's (A6). Every action says what happened, including
+"already finished", and is recorded in the admin's LogEntry history.
+
+No page answers a 500 for what a row holds or a request asks (A2, SPEC
+§11-12): rows the backend cannot read back are listed and shown as
+placeholders that say why, a parameter holding a NUL (which PostgreSQL
+refuses in text) is an invalid lookup, and an action on a job this process
+does not register is refused with a warning.
+
+* :mod:`.runs` and :mod:`.run_actions` -- the run pages and their actions;
+* :mod:`.schedules` -- the schedule pages, their actions, the missed ledger;
+* :mod:`.common` -- what they share; :mod:`.display` -- how values are shown;
+  :mod:`.reading` -- rows that cannot be read back.
+"""
+
+from __future__ import annotations
+
+from .runs import RunAdmin
+from .schedules import MissedAdmin, ScheduleAdmin
+
+__all__ = ["MissedAdmin", "RunAdmin", "ScheduleAdmin"]

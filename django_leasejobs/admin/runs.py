@@ -1,0 +1,285 @@
+"""The run pages (A1, A2, A4): the list, the detail with its step ledger, and the
+filters operators use."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from django.contrib import admin, messages
+from django.contrib.admin.views.main import ChangeList
+from django.db.models import Q, QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.utils.html import format_html
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
+
+from django_leasejobs.errors import unreadable_reason
+from django_leasejobs.models import Run, Step
+from django_leasejobs.reading import READ_ERRORS
+from django_leasejobs.states import FailureCode
+
+from .common import (
+    GuardedActionsMixin,
+    ReadOnlyMixin,
+    SafeChangeList,
+    StepTabularInline,
+)
+from .display import (
+    CappedCountPaginator,
+    duration,
+    json_block,
+    lease_text,
+    pre,
+    progress,
+    status_badge,
+)
+from .filters import RUN_ID, HeldFilter, JobFilter, held_count
+from .reading import placeholder, read_columns, read_robustly, unreadable
+from .run_actions import RunActions
+
+UNLISTED = ("payload", "cursor", "rerun_payload", "last_error")
+
+
+class RunChangeList(SafeChangeList):
+    """The run list: without the bulky columns, and around rows that cannot be read back."""
+
+    def get_queryset(
+        self, request: HttpRequest, exclude_parameters: list[str | None] | None = None
+    ) -> QuerySet[Any]:
+        return super().get_queryset(request, exclude_parameters).defer(*UNLISTED)
+
+    def get_results(self, request: HttpRequest) -> None:
+        super().get_results(request)
+        self.result_list = read_robustly(self.result_list, self.queryset)
+
+
+class StepInline(ReadOnlyMixin, StepTabularInline):
+    """The step ledger of the pass in flight, or of the last failed one (A2)."""
+
+    model = Step
+    extra = 0
+    can_delete = False
+    fields = (
+        "name",
+        "completed_display",
+        "result_display",
+        "attempts",
+        "last_error",
+        "recorded_at",
+    )
+    readonly_fields = fields
+
+    @admin.display(description=_("completed"), boolean=True)
+    def completed_display(self, step: Step) -> bool:
+        return step.completed
+
+    @admin.display(description=_("result"))
+    def result_display(self, step: Step) -> str:
+        return json_block(step.decoded_result(), empty=_("not completed"))
+
+
+@admin.register(Run)
+class RunAdmin(GuardedActionsMixin, ReadOnlyMixin, RunActions):
+    list_display = (
+        "short_id",
+        "job",
+        "instance",
+        "status_display",
+        "progress_display",
+        "attempts",
+        "failure_display",
+        "started_at",
+        "updated_at",
+        "ended_at",
+        "duration_display",
+        "lease_display",
+    )
+    list_filter = (HeldFilter, "status", JobFilter, "failure_code", "started_at")
+    search_fields = ("id", "job", "instance")  # see get_search_results
+    ordering = ("-id",)
+    paginator = CappedCountPaginator
+    show_full_result_count = False
+    list_per_page = 50
+    inlines = (StepInline,)
+    actions = ("cancel_runs", "retry_runs", "release_resume", "release_fail")
+    guarded_actions = actions
+    fieldsets = (
+        (None, {"fields": ("id", "job", "instance", "status_display", "progress_display")}),
+        (
+            _("Failure"),
+            {"fields": ("failure_display", "failure_meaning", "attempts", "last_error_display")},
+        ),
+        (
+            _("Data"),
+            {"fields": ("payload_display", "cursor_display", "counters_display")},
+        ),
+        (
+            _("Timing and lease"),
+            {
+                "fields": (
+                    "started_at",
+                    "updated_at",
+                    "ended_at",
+                    "duration_display",
+                    "next_attempt_at",
+                    "lease_display",
+                    "lease_began_at",
+                    "admission_misses",
+                    "rerun_requested",
+                )
+            },
+        ),
+    )
+    # Everything shown is read-only (A6): the protocol owns these columns.
+    readonly_fields = tuple(
+        cast(str, field) for _title, group in fieldsets for field in group["fields"]
+    )
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Run], search_term: str
+    ) -> tuple[QuerySet[Run], bool]:
+        """Search by exact run id, job or instance: each an index lookup.
+
+        Django's default search is case-insensitive (``UPPER(...)`` or
+        ``LIKE``), which no index serves: over a million runs it read the
+        whole table, 0.6-0.9 s a page.
+        """
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        if RUN_ID.match(term):
+            return queryset.filter(pk=term.upper()), False
+        return queryset.filter(Q(job=term) | Q(instance=term)), False
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return RunChangeList
+
+    def get_inline_instances(self, request: HttpRequest, obj: Run | None = None) -> list[Any]:
+        """The step ledger, unless its rows cannot be read back: then say why (SPEC §12)."""
+        if obj is not None and unreadable(obj) is None:
+            try:
+                list(Step.objects.filter(run_id=obj.pk))
+            except READ_ERRORS as exc:
+                self.message_user(
+                    request,
+                    _("The step ledger cannot be read: %(reason)s")
+                    % {"reason": unreadable_reason(exc)},
+                    messages.WARNING,
+                )
+                return []
+        return super().get_inline_instances(request, obj)
+
+    def get_object(
+        self, request: HttpRequest, object_id: str, from_field: str | None = None
+    ) -> Run | None:
+        """The run, or a placeholder saying why it cannot be read back (SPEC §12).
+
+        Django's own ``get_object`` reads a ``ValueError`` (SQLite's impossible
+        date) as "no such run", and lets a ``DatabaseError`` through as a 500.
+        """
+        if "\x00" in object_id:
+            return None  # PostgreSQL refuses NUL in text: no run has such an id
+        queryset = self.get_queryset(request)
+        lookup = {from_field or "pk": object_id}
+        try:
+            return queryset.get(**lookup)
+        except Run.DoesNotExist:
+            return None
+        except READ_ERRORS as exc:
+            if not queryset.filter(**lookup).exists():
+                return None
+            return placeholder(object_id, unreadable_reason(exc))
+
+    def render_change_form(  # noqa: PLR0917 - Django's signature
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: Run | None = None,
+    ) -> HttpResponse:
+        reason = None if obj is None else unreadable(obj)
+        if obj is None or reason is None:
+            return super().render_change_form(request, context, add, change, form_url, obj)
+        # The usual form would show a placeholder's blanks as values: show each column instead.
+        return TemplateResponse(
+            request,
+            "admin/leasejobs/run/unreadable.html",
+            {
+                **self.admin_site.each_context(request),
+                "opts": self.opts,
+                "title": _("View %s") % self.opts.verbose_name,
+                "subtitle": obj.pk,
+                "object_id": obj.pk,
+                "reason": reason,
+                "columns": read_columns(obj.pk),
+            },
+        )
+
+    def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
+        held = held_count(request)
+        if held and request.method == "GET":
+            self.message_user(
+                request,
+                ngettext(
+                    "%(count)d run is held and waits for a decision (filter: needs a decision).",
+                    "%(count)d runs are held and wait for a decision (filter: needs a decision).",
+                    held,
+                )
+                % {"count": held},
+                messages.WARNING,
+            )
+        return super().changelist_view(request, extra_context)
+
+    @admin.display(description=_("id"), ordering="id")
+    def short_id(self, run: Run) -> str:
+        return run.pk
+
+    @admin.display(description=_("status"), ordering="status")
+    def status_display(self, run: Run) -> str:
+        reason = unreadable(run)
+        if reason is not None:
+            return format_html(
+                '<span class="leasejobs-unreadable">{} {}</span>',
+                status_badge("unreadable", str(_("cannot be read"))),
+                reason,
+            )
+        return status_badge(run.status, run.get_status_display())
+
+    @admin.display(description=_("progress"))
+    def progress_display(self, run: Run) -> str:
+        return progress(run)
+
+    @admin.display(description=_("failure"), ordering="failure_code")
+    def failure_display(self, run: Run) -> str:
+        return run.failure_code or "—"
+
+    @admin.display(description=_("what it means"))
+    def failure_meaning(self, run: Run) -> str:
+        return FailureCode(run.failure_code).meaning if run.failure_code else "—"
+
+    @admin.display(description=_("last error"))
+    def last_error_display(self, run: Run) -> str:
+        return pre(run.last_error) if run.last_error else "—"
+
+    @admin.display(description=_("payload"))
+    def payload_display(self, run: Run) -> str:
+        return json_block(run.decoded_payload())
+
+    @admin.display(description=_("cursor"))
+    def cursor_display(self, run: Run) -> str:
+        return json_block(run.decoded_cursor(), empty=_("no pass has committed yet"))
+
+    @admin.display(description=_("counters"))
+    def counters_display(self, run: Run) -> str:
+        return json_block(run.decoded_counters())
+
+    @admin.display(description=_("duration"))
+    def duration_display(self, run: Run) -> str:
+        return duration(run.started_at, run.ended_at)
+
+    @admin.display(description=_("lease"))
+    def lease_display(self, run: Run) -> str:
+        return lease_text(run)

@@ -1,0 +1,297 @@
+"""The schedule pages (A5) and the missed ledger."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.contrib import admin, messages
+from django.contrib.admin.utils import quote
+from django.contrib.admin.views.main import ChangeList
+from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery
+from django.db.models.functions import Coalesce
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.translation import gettext_lazy as _
+
+from django_leasejobs import operators, schedules
+from django_leasejobs.errors import unreadable_reason
+from django_leasejobs.exceptions import JobNotRegistered, RunNowRefused
+from django_leasejobs.models import Missed, Run, Schedule
+from django_leasejobs.reading import READ_ERRORS
+from django_leasejobs.registry import get_job
+from django_leasejobs.states import ScheduleState
+
+from .common import (
+    GuardedActionsMixin,
+    MissedModelAdmin,
+    ReadOnlyMixin,
+    SafeChangeList,
+    ScheduleModelAdmin,
+    actor,
+    cannot_be_read,
+    not_registered,
+    report_outcome,
+)
+from .display import (
+    CappedCountPaginator,
+    cron_in_words,
+    status_badge,
+    table,
+)
+from .reading import placeholder, read_robustly, unreadable
+
+LIVE = "_leasejobs_live"
+
+
+def read_live_runs(jobs: list[str]) -> dict[str, Run]:
+    """Each job's live run, a placeholder for one the backend cannot read back (SPEC §12).
+
+    Read for all the jobs at once; only if that fails, job by job.
+    """
+    try:
+        return schedules.live_runs(jobs)
+    except READ_ERRORS:
+        pass
+    live: dict[str, Run] = {}
+    for job in jobs:
+        try:
+            live.update(schedules.live_runs([job]))
+        except READ_ERRORS as exc:
+            live[job] = placeholder("?", unreadable_reason(exc))
+    return live
+
+
+class ScheduleChangeList(SafeChangeList):
+    """The schedule list, each row carrying its live run: read with the page, for its request."""
+
+    def get_results(self, request: HttpRequest) -> None:
+        super().get_results(request)
+        rows: list[Schedule] = list(self.result_list)
+        live = read_live_runs([row.job for row in rows])
+        for row in rows:
+            vars(row)[LIVE] = live.get(row.job)
+        self.result_list = rows
+
+
+@admin.register(Schedule)
+class ScheduleAdmin(GuardedActionsMixin, ReadOnlyMixin, ScheduleModelAdmin):
+    list_display = (
+        "job",
+        "cron_display",
+        "timezone",
+        "state_display",
+        "next_due_at",
+        "last_run_display",
+        "missed_24h",
+        "paused_display",
+    )
+    list_filter = ("enabled", "rule")
+    search_fields = ("=job",)
+    ordering = ("job",)
+    actions = ("pause_schedules", "resume_schedules", "run_now")
+    guarded_actions = actions
+    fields = (
+        "job",
+        "cron_display",
+        "expression",
+        "timezone",
+        "rule",
+        "state_display",
+        "enabled",
+        "next_due_at",
+        "paused_display",
+        "last_run_display",
+        "last_success_at",
+        "recent_runs",
+        "missed_ledger",
+    )
+    readonly_fields = fields
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Schedule]:
+        since = timezone.now() - timedelta(hours=24)
+        missed = (
+            Missed.objects.filter(job=OuterRef("job"), recorded_at__gte=since)
+            .values("job")
+            .annotate(n=Count("pk"))
+            .values("n")
+        )
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(missed_24h=Coalesce(Subquery(missed, output_field=IntegerField()), 0))
+        )
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return ScheduleChangeList
+
+    @staticmethod
+    def live_run(row: Schedule) -> Run | None:
+        """*row*'s live run, kept on the row: one admin serves concurrent requests.
+
+        The list reads its page's live runs at once (``ScheduleChangeList``);
+        the detail page reads its row's here.
+        """
+        cache = vars(row)
+        if LIVE not in cache:
+            cache[LIVE] = read_live_runs([row.job]).get(row.job)
+        live: Run | None = cache[LIVE]
+        return live
+
+    @admin.display(description=_("cron"))
+    def cron_display(self, row: Schedule) -> str:
+        return cron_in_words(row.expression)
+
+    @admin.display(description=_("state"))
+    def state_display(self, row: Schedule) -> str:
+        live = self.live_run(row)
+        reason = None if live is None else unreadable(live)
+        if reason is not None:  # its state turns on when the run began, which cannot be read
+            badge = status_badge("unreadable", str(_("live run cannot be read")))
+            return format_html("{} {}", badge, reason)
+        current = schedules.state(row, live, timezone.now())
+        badge = status_badge(current, current.replace("_", " "))
+        why = schedules.problem(row) if current == ScheduleState.INVALID else None
+        return format_html("{} {}", badge, why) if why else badge
+
+    @admin.display(description=_("last run"))
+    def last_run_display(self, row: Schedule) -> str:
+        if row.last_run_id is None:
+            return "—"
+        return f"{row.last_run_at:%Y-%m-%d %H:%M} · {row.last_outcome or 'running'}"
+
+    @admin.display(description=_("missed (24 h)"), ordering="missed_24h")
+    def missed_24h(self, row: Schedule) -> int:
+        return int(getattr(row, "missed_24h", 0))
+
+    @admin.display(description=_("paused"))
+    def paused_display(self, row: Schedule) -> str:
+        if row.paused_at is None:
+            return "—"
+        note = f": {row.pause_note}" if row.pause_note else ""
+        return f"{row.paused_by} at {row.paused_at:%Y-%m-%d %H:%M}{note}"
+
+    @admin.display(description=_("recent runs"))
+    def recent_runs(self, row: Schedule) -> str:
+        shown = Run.objects.only("id", "status", "started_at", "ended_at", "failure_code")
+        runs = read_robustly(shown.filter(job=row.job).order_by("-id")[:20], shown)
+        return table(
+            [_("run"), _("status"), _("started"), _("ended"), _("failure")],
+            rows=[
+                (
+                    run.pk,
+                    cannot_be_read(run) or run.status,
+                    run.started_at or "—",
+                    run.ended_at or "—",
+                    run.failure_code or "—",
+                )
+                for run in runs
+            ],
+        )
+
+    @admin.display(description=_("missed due times"))
+    def missed_ledger(self, row: Schedule) -> str:
+        ledger = Missed.objects.filter(job=row.job).order_by("-due_at")[:50]
+        return table(
+            [_("due at"), _("cause"), _("action"), _("run"), _("recorded")],
+            rows=[(m.due_at, m.cause, m.action, m.run_id or "—", m.recorded_at) for m in ledger],
+        )
+
+    def has_pause_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("leasejobs.pause_schedule")
+
+    def has_run_now_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("leasejobs.run_schedule_now")
+
+    @admin.action(description=_("Pause selected schedules…"), permissions=["pause"])
+    def pause_schedules(
+        self, request: HttpRequest, queryset: QuerySet[Schedule]
+    ) -> HttpResponse | None:
+        if "apply" not in request.POST:  # ask for the note first (S4)
+            return TemplateResponse(
+                request,
+                "admin/leasejobs/schedule/pause.html",
+                {
+                    **self.admin_site.each_context(request),
+                    "opts": self.model._meta,
+                    "schedules": queryset,
+                    "note_max": operators.NOTE_MAX,
+                    "title": _("Pause schedules"),
+                },
+            )
+        note = request.POST.get("note", "")[: operators.NOTE_MAX]
+        done = asked = 0
+        for row in queryset:
+            try:
+                # Refused as resume and run now are: this admin could not undo the pause.
+                get_job(row.job)
+            except JobNotRegistered:
+                not_registered(self, request, row.job)
+                continue
+            asked += 1
+            if operators.pause(row.job, actor(request), note).done:
+                done += 1
+                self.log_change(request, row, f"Paused: {note}" if note else "Paused")
+        if asked:
+            report_outcome(
+                self, request, done=done, asked=asked, verb=_("paused"), why=_("already paused")
+            )
+        return None
+
+    @admin.action(description=_("Resume selected schedules"), permissions=["pause"])
+    def resume_schedules(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
+        done = asked = 0
+        for row in queryset:
+            try:
+                result = operators.resume(row.job, actor(request))
+            except JobNotRegistered:  # refused before anything was written
+                not_registered(self, request, row.job)
+                continue
+            asked += 1
+            if result.done:
+                done += 1
+                self.log_change(request, row, f"Resumed ({result.missed} missed due times)")
+        if asked:
+            report_outcome(
+                self, request, done=done, asked=asked, verb=_("resumed"), why=_("not paused")
+            )
+
+    @admin.action(description=_("Run now"), permissions=["run_now"])
+    def run_now(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
+        for row in queryset:
+            try:
+                result = operators.run_now(row.job, actor(request))
+            except RunNowRefused as refused:
+                self.message_user(request, f"{row.job}: {refused}", messages.WARNING)
+                continue
+            except JobNotRegistered:
+                not_registered(self, request, row.job)
+                continue
+            self.log_change(request, row, f"Run now: run {result.run.pk}")
+            self.message_user(request, f"{row.job}: started run {result.run.pk}", messages.SUCCESS)
+
+
+@admin.register(Missed)
+class MissedAdmin(ReadOnlyMixin, MissedModelAdmin):
+    list_display = ("job", "due_at", "cause", "action", "run_link", "recorded_at")
+    list_filter = ("cause", "action")
+    search_fields = ("=job",)
+    ordering = ("-due_at",)
+    paginator = CappedCountPaginator
+    show_full_result_count = False
+    fields = ("job", "due_at", "cause", "action", "run_link", "recorded_at")
+    readonly_fields = fields
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return SafeChangeList
+
+    @admin.display(description=_("run"), ordering="run_id")
+    def run_link(self, row: Missed) -> str:
+        """The run's id, from the row itself: joining would read every run's payload."""
+        if row.run_id is None:
+            return "—"
+        url = reverse(f"{self.admin_site.name}:leasejobs_run_change", args=[quote(row.run_id)])
+        return format_html('<a href="{}">{}</a>', url, row.run_id)

@@ -1,0 +1,156 @@
+"""The step ledger of one pass: each step's memo, its record, its exhaustion (SPEC R5-R7).
+
+A step that completed before -- in an earlier attempt of this pass's work
+that failed later, or before the worker was killed -- returns its stored
+result without calling its function. Otherwise the function runs and its
+result is stored as the lease is renewed, in one transaction, so a completed
+step never runs again for that work.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+
+from django.db import connections
+
+from . import store
+from .codec import decode, encode_result
+from .errors import describe
+from .exceptions import (
+    DecodeFailed,
+    Defer,
+    LeaseLost,
+    PassInterrupted,
+    PassTimedOut,
+    StepFailed,
+    StepInTransaction,
+    StepReused,
+)
+from .leases import RENEW_BEFORE_STEP, Countdown
+from .policy import Retry
+
+if TYPE_CHECKING:
+    from .models import Run, Step
+    from .passes import PassRecord
+
+__all__ = ["STEP_NAME_LENGTH", "Ledger"]
+
+T = TypeVar("T")
+STEP_NAME_LENGTH = 200
+
+#: What a step's function may raise through it: the pass's own signals.
+_PASSED_THROUGH = (Defer, PassTimedOut, LeaseLost, PassInterrupted, KeyboardInterrupt)
+
+
+class Ledger:
+    """One pass's steps over one run, recorded under its owner token."""
+
+    __slots__ = ("_atomic_depth", "_countdown", "_memo", "_owner", "_record", "_row", "_used")
+
+    def __init__(self, row: Run, owner: str, countdown: Countdown, record: PassRecord) -> None:
+        self._row = row
+        self._owner = owner
+        self._countdown = countdown
+        self._record = record
+        # Read once per pass, and only if the claim saw rows (``has_steps``).
+        self._memo: dict[str, Step] | None = None if row.has_steps else {}
+        self._used: set[str] = set()
+        # Transactions open before the handler (a test's, say): a step inside
+        # one the handler opened itself is refused (R5).
+        self._atomic_depth = len(connections[store.alias()].atomic_blocks)
+
+    def reserve(self, name: str, retry: Retry | None) -> None:
+        """Refuse a step that cannot be taken, before it counts as used (R5, R6)."""
+        store.check_key("a step name", name, STEP_NAME_LENGTH)
+        if retry is not None and not isinstance(retry, Retry):
+            raise TypeError(f"step {name!r}: retry must be a django_leasejobs.Retry, got {retry!r}")
+        if name in self._used:
+            raise StepReused(name)
+        if len(connections[store.alias()].atomic_blocks) > self._atomic_depth:
+            raise StepInTransaction(name)
+        self._used.add(name)
+
+    def run(self, name: str, fn: Callable[[], T], policy: Retry) -> T:
+        """Return the step's stored result, or run *fn* and record it (R5, R7).
+
+        Raises :class:`StepFailed` when *fn* raised or the step's attempts are
+        spent, and :class:`LeaseLost` when the record was refused (L6).
+        """
+        if problem := policy.problem():
+            raise ValueError(f"step {name!r}: {problem}")
+        prior = self._steps().get(name)
+        if prior is not None and prior.result is not None:
+            return self._stored(name, prior.result)  # type: ignore[no-any-return]
+        attempts = prior.attempts if prior is not None else 0
+        if policy.exhausted(attempts):
+            # Spent already (a crash after the last failed attempt was recorded):
+            # calling fn again would be one more real call for a run that fails anyway.
+            raise StepFailed(name, attempts, policy, prior.last_error if prior else "")
+        if self._countdown.below(RENEW_BEFORE_STEP):
+            self._renew()  # Do not start work on a lease that may already be gone.
+        exists = prior is not None
+        try:
+            value = fn()
+        except _PASSED_THROUGH:
+            raise
+        except BaseException as exc:  # SystemExit from a step is a failed attempt too
+            error = describe(exc, prefix=f"step {name!r} failed: ")
+            self._fail(name, attempts + 1, policy, error, exists=exists)
+        try:
+            text = encode_result(value)
+        except Exception as exc:
+            error = describe(exc, prefix=f"step {name!r} returned a value JSON cannot store: ")
+            self._fail(name, attempts + 1, policy, error, exists=exists)
+        self._write(name, text, attempts + 1, "", exists=exists)
+        return json.loads(text)  # type: ignore[no-any-return]
+
+    def renew(self) -> None:
+        """Renew the lease (L7); raises :class:`LeaseLost` when it is gone."""
+        self._renew()
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _steps(self) -> dict[str, Step]:
+        if self._memo is None:
+            self._memo = {step.name: step for step in self._row.steps.all()}
+        return self._memo
+
+    @staticmethod
+    def _stored(name: str, text: str) -> Any:
+        decoded = decode(text)
+        if decoded.error:
+            raise DecodeFailed(f"step {name!r}: stored result does not parse ({decoded.error})")
+        return decoded.value
+
+    def _renew(self) -> None:
+        sent = Countdown.now()
+        if not store.renew(self._row.pk, self._owner, self._countdown.lease):
+            raise LeaseLost
+        self._countdown.renewed(sent)
+
+    def _write(
+        self, name: str, result: str | None, attempts: int, error: str, *, exists: bool
+    ) -> None:
+        sent = Countdown.now()
+        if not store.record_step(
+            self._row.pk,
+            self._owner,
+            self._countdown.lease,
+            name,
+            result=result,
+            attempts=attempts,
+            error=error,
+            exists=exists,
+        ):
+            raise LeaseLost
+        self._countdown.renewed(sent)
+        self._record.steps_recorded = True
+
+    def _fail(
+        self, name: str, attempts: int, policy: Retry, error: str, *, exists: bool
+    ) -> NoReturn:
+        """Record the failed attempt (R5), then fail the step."""
+        self._write(name, None, attempts, error, exists=exists)
+        raise StepFailed(name, attempts, policy, error)

@@ -1,0 +1,140 @@
+"""What ``leasejobs_status`` reports: the schedules with their state, the live runs,
+and the runs no drive will finish, read and shaped as JSON-ready data (S6, §11).
+
+Read-only. A run's payload is never read into it; its cursor is shown as raw
+text cut to :data:`CURSOR_MAX` characters. A row that cannot be read back is
+listed by its id and why, never by what it holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from django.db import router
+
+from .clock import get_clock
+from .models import Run, Schedule
+from .querysets import RunQuerySet
+from .reading import Unreadable, read_robustly, stranded
+from .schedules import live_runs, problem, state
+from .states import RunStatus
+
+__all__ = ["CURSOR_MAX", "read_status", "run_entry", "schedule_entry"]
+
+#: The most characters of a cursor shown (its raw JSON text).
+CURSOR_MAX = 40
+
+#: The columns of the live-run read: never the payload (nor the rerun payload).
+_RUN_FIELDS = (
+    "id",
+    "job",
+    "instance",
+    "status",
+    "attempts",
+    "failure_code",
+    "cursor",
+    "started_at",
+    "next_attempt_at",
+    "lease_owner",
+    "lease_holder",
+)
+
+
+def _iso(moment: datetime | None) -> str | None:
+    if moment is None:
+        return None
+    if moment.tzinfo is None:  # USE_TZ = False stores UTC wall times (a system check warns)
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat()
+
+
+def _cut(text: str | None, limit: int) -> str | None:
+    if text is None or len(text) <= limit:
+        return text
+    return text[: limit - 1] + "…"
+
+
+def schedule_entry(row: Schedule, live: Run | None, now: datetime) -> dict[str, Any]:
+    """One schedule as the JSON output lists it (the table shows the same)."""
+    return {
+        "job": row.job,
+        "state": state(row, live, now),
+        "problem": problem(row),
+        "enabled": row.enabled,
+        "expression": row.expression,
+        "timezone": row.timezone,
+        "rule": row.rule,
+        "next_due_at": _iso(row.next_due_at),
+        "paused": row.paused_at is not None,
+        "paused_at": _iso(row.paused_at),
+        "paused_by": row.paused_by or None,
+        "pause_note": row.pause_note or None,
+        "last_run": row.last_run_id,
+        "last_outcome": row.last_outcome or None,
+        "last_run_at": _iso(row.last_run_at),
+        "last_success_at": _iso(row.last_success_at),
+    }
+
+
+def run_entry(run: Run, now: datetime) -> dict[str, Any]:
+    """One live run as the JSON output lists it: no payload, the cursor cut short."""
+    leased = run.status == RunStatus.RUNNING and run.lease_owner is not None
+    expired = None
+    if leased:
+        expired = run.next_attempt_at is None or run.next_attempt_at <= now
+    return {
+        "id": run.id,
+        "job": run.job,
+        "instance": run.instance,
+        "status": run.status,
+        "attempts": run.attempts,
+        "failure_code": run.failure_code or None,
+        "cursor": _cut(run.cursor, CURSOR_MAX),
+        "started_at": _iso(run.started_at),
+        "next_attempt_at": _iso(run.next_attempt_at),
+        "lease_holder": (run.lease_holder or "?") if leased else None,
+        "lease_expired": expired,
+    }
+
+
+def unreadable_entry(run_id: str, reason: str) -> dict[str, Any]:
+    """A live run whose row the database cannot hand back (R9, §12): its id and why."""
+    fields = ("job", "instance", "status", "attempts", "failure_code", "cursor", "started_at")
+    unknown = dict.fromkeys((*fields, "next_attempt_at", "lease_holder", "lease_expired"))
+    return unknown | {"id": run_id, "unreadable": reason}
+
+
+def _read_runs(runs: RunQuerySet, within: RunQuerySet, now: datetime) -> list[dict[str, Any]]:
+    """The runs as entries; a row that cannot be read back is listed as unreadable, not fatal."""
+    return [
+        unreadable_entry(*run) if isinstance(run, Unreadable) else run_entry(run, now)
+        for run in read_robustly(runs, within)
+    ]
+
+
+def read_status(jobs: Sequence[str] | None, limit: int) -> tuple[dict[str, Any], bool]:
+    """Read what the command prints: ``{"now", "schedules", "runs", "stranded"}``.
+
+    The flag says whether more than *limit* runs are live (the list is cut).
+    """
+    using = router.db_for_write(Schedule)
+    now = get_clock().now(using)
+    schedules = Schedule.objects.using(using).all()
+    runs = Run.objects.using(using).live()
+    if jobs:
+        schedules = schedules.filter(job__in=jobs)
+        runs = runs.filter(job__in=jobs)
+    # Enabled first, then by job, sorted here so every database orders alike.
+    rows = sorted(schedules, key=lambda row: (not row.enabled, row.job))
+    live = live_runs([row.job for row in rows]) if rows else {}
+    shown = runs.only(*_RUN_FIELDS)
+    newest = _read_runs(shown.order_by("-started_at", "-id")[: limit + 1], shown, now)
+    status = {
+        "now": _iso(now),
+        "schedules": [schedule_entry(row, live.get(row.job), now) for row in rows],
+        "runs": newest[:limit],
+        "stranded": [{"id": run_id, "why": why} for run_id, why in stranded(limit, using)],
+    }
+    return status, len(newest) > limit

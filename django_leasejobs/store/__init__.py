@@ -1,0 +1,67 @@
+"""The one writer of run status and lease columns.
+
+Every transition is a single ``QuerySet.update()`` (or one short transaction
+of them) whose ``WHERE`` clause is the compare and whose row count is the
+answer: 1 = this caller won, 0 = someone else did. No read-then-write, no
+``select_for_update``, so the protocol holds on SQLite as on PostgreSQL and
+MariaDB. Every time in a guard is the database's (:mod:`..clock`, L1), and
+every write a pass makes after it began is fenced by
+``RunQuerySet.held_by(owner)`` (L6).
+
+The verbs, in the order a run meets them:
+
+* :mod:`.starts` -- :func:`start` (and :func:`start_as`, for each origin);
+* :mod:`.claims` -- :func:`claim`, :func:`read_claimed`, :func:`begin`, or
+  :func:`miss`; :func:`release_dead_holder` (L9);
+* :mod:`.outcomes` -- :func:`record_step` / :func:`renew` while the pass
+  runs, then one outcome: :func:`commit`, :func:`settle`, :func:`defer` or
+  :func:`hold`;
+* :mod:`.cancels` -- what the operators' verbs (:mod:`..operators`) write.
+"""
+
+from __future__ import annotations
+
+from django_leasejobs.leases import ADMISSION, TAKEOVER_NOTE
+
+from .base import alias
+from .cancels import (
+    cancel_run,
+    free_expired_cancel,
+    release_expired_cancels,
+    release_held,
+    stop_cancelled,
+)
+from .claims import Missed, begin, claim, miss, read_claimed, release_dead_holder
+from .outcomes import commit, defer, hold, record_step, renew, settle
+from .starts import StartResult, check_key, start, start_as
+
+__all__ = [
+    "ADMISSION",
+    "ADMISSION_MISS_MAX",
+    "TAKEOVER_NOTE",
+    "Missed",
+    "StartResult",
+    "alias",
+    "begin",
+    "cancel_run",
+    "check_key",
+    "claim",
+    "commit",
+    "defer",
+    "free_expired_cancel",
+    "hold",
+    "miss",
+    "read_claimed",
+    "record_step",
+    "release_dead_holder",
+    "release_expired_cancels",
+    "release_held",
+    "renew",
+    "settle",
+    "start",
+    "start_as",
+    "stop_cancelled",
+]
+
+#: L5: consecutive admission misses after which a run fails.
+ADMISSION_MISS_MAX = ADMISSION.max_attempts

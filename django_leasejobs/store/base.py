@@ -1,0 +1,104 @@
+"""What every store verb shares: the database, its clock, the fence, the finished
+values, the one way a run row is created, and retrying a lost race."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import random
+import time
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
+
+from django.db import DatabaseError, connections, router
+from django.db.models.expressions import Combinable
+
+from django_leasejobs.clock import get_clock
+from django_leasejobs.errors import is_conflict
+from django_leasejobs.ids import new_id
+from django_leasejobs.models import Run
+from django_leasejobs.querysets import RunQuerySet, live_key
+from django_leasejobs.states import RunOrigin, RunStatus
+
+__all__ = ["alias", "conflicts_retried", "create", "finished", "follow_up", "now", "runs"]
+
+logger = logging.getLogger("django_leasejobs")
+
+#: How often a write that lost a deadlock or serialization race is tried (SPEC §12).
+CONFLICT_ATTEMPTS = 4
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def alias() -> str:
+    """The database alias every run write goes to."""
+    return router.db_for_write(Run)
+
+
+def runs() -> RunQuerySet:
+    return Run.objects.using(alias())
+
+
+def now() -> Combinable:
+    """ "Now" as the database evaluates it in the statement that carries it (L1)."""
+    return get_clock().now_expr()
+
+
+def finished(status: RunStatus, at: Any) -> dict[str, Any]:
+    """The values that end a run: its status, ``ended_at``, and its key let go (R1, R3, R4)."""
+    return {"status": status, "next_attempt_at": None, "ended_at": at, "live_key": None}
+
+
+def create(run_id: str, *, job: str, instance: str, payload: str, origin: str) -> Run:
+    """Insert a new live run, due now: for start() and for a kick's follow-up alike."""
+    at = now()
+    return runs().create(
+        id=run_id,
+        job=job,
+        instance=instance,
+        origin=origin,
+        payload=payload,
+        status=RunStatus.RUNNING,
+        started_at=at,
+        updated_at=at,
+        next_attempt_at=at,
+        live_key=live_key(job, instance),
+    )
+
+
+def follow_up(previous: Run) -> None:
+    """Start the kicked follow-up of *previous*, inside the transaction that frees its key."""
+    payload = runs().values_list("rerun_payload", flat=True).get(pk=previous.pk)
+    create(
+        new_id(),
+        job=previous.job,
+        instance=previous.instance,
+        payload=payload or "null",
+        origin=RunOrigin.FOLLOW_UP,
+    )
+
+
+def conflicts_retried(verb: Callable[P, R]) -> Callable[P, R]:
+    """Run *verb* again when it loses a deadlock or serialization race (SPEC §12).
+
+    Only when it runs on its own: inside a caller's transaction, MariaDB has
+    already rolled the whole transaction back and PostgreSQL refuses any
+    further statement in it, so the error goes to the caller, whose
+    transaction it is to retry.
+    """
+
+    @functools.wraps(verb)
+    def retried(*args: P.args, **kwargs: P.kwargs) -> R:
+        own = not connections[alias()].in_atomic_block
+        for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+            try:
+                return verb(*args, **kwargs)
+            except DatabaseError as exc:
+                if not (own and attempt < CONFLICT_ATTEMPTS and is_conflict(exc)):
+                    raise
+                logger.info("Write %s lost a race (attempt %s); again", verb.__name__, attempt)
+                time.sleep(random.uniform(0.001, 0.01 * attempt))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    return retried

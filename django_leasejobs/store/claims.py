@@ -1,0 +1,170 @@
+"""Claim, read back, begin -- or miss (SPEC L2-L5, L9)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.db import DatabaseError, transaction
+from django.db.models import F
+from django.db.models.functions import Coalesce
+
+from django_leasejobs.clock import plus
+from django_leasejobs.errors import connection_lost, unreadable_reason
+from django_leasejobs.exceptions import UnreadableRow
+from django_leasejobs.leases import ADMISSION, TAKEOVER_NOTE
+from django_leasejobs.models import Run
+from django_leasejobs.states import FailureCode, RunStatus
+
+from .base import alias, conflicts_retried, finished, now, runs
+
+__all__ = ["Missed", "begin", "claim", "miss", "read_claimed", "release_dead_holder"]
+
+
+@conflicts_retried
+def claim(run_id: str, owner: str, lease: timedelta, holder: str, *, takeover: bool) -> bool:
+    """Take run *run_id* for one pass under *owner* (L2).
+
+    Wins only while the run is ``running`` and due by the database's clock; the
+    same statement writes the lease (``next_attempt_at`` = now + *lease*), which
+    takes the run out of the due read for everyone else.
+
+    With ``takeover=True`` the claim is for a run whose previous lease had
+    *begun* (a pass that started and never reported, L3): it charges that pass
+    one attempt with failure ``lease_expired``. With ``takeover=False`` it
+    matches only a lease that never began, which costs nothing. The drive picks
+    the form from its snapshot; a run that changed form since simply loses this
+    claim and is the next drive's.
+
+    Returns
+    -------
+    bool
+        ``True`` if this caller now holds the run; ``False`` if it was not due,
+        not running, or in the other form (someone else has it).
+    """
+    at = now()
+    values: dict[str, Any] = {
+        "lease_owner": owner,
+        "lease_holder": holder,
+        "next_attempt_at": plus(at, lease),
+        "updated_at": at,
+    }
+    if takeover:
+        values |= {
+            "attempts": F("attempts") + 1,
+            "failure_code": FailureCode.LEASE_EXPIRED,
+            "last_error": TAKEOVER_NOTE,
+            "lease_began_at": None,  # last: MySQL evaluates SET clauses left to right
+        }
+    return bool(runs().claimable(at, took_over=takeover).filter(pk=run_id).update(**values))
+
+
+def read_claimed(run_id: str, owner: str) -> Run | None:
+    """Read back the run *owner* just claimed.
+
+    Django's ``update()`` cannot return the row, so this is the one read a
+    pass costs (SPEC §13). ``None`` when the claim was lost in between.
+
+    Raises :class:`UnreadableRow` when the row cannot be read back (SQLite:
+    a column that is not UTF-8, an impossible date), carrying what the pass
+    needs to fail it as a malformed row (R9, §12).
+    """
+    held = runs().held_by(owner).filter(pk=run_id)
+    try:
+        return held.get()
+    except Run.DoesNotExist:
+        return None
+    except (DatabaseError, ValueError, TypeError, OverflowError) as exc:
+        if isinstance(exc, DatabaseError) and connection_lost(alias()):
+            raise
+        reason = unreadable_reason(exc)
+    # Only columns every row can hold: its identity and its counts.
+    known = held.values_list("job", "attempts", "admission_misses").first()
+    if known is None:
+        return None
+    job, attempts, misses = known
+    raise UnreadableRow(Run(pk=run_id, job=job, attempts=attempts, admission_misses=misses), reason)
+
+
+@conflicts_retried
+def begin(run_id: str, owner: str, margin: timedelta) -> bool:
+    """Begin the claimed pass: the commitment point (L4).
+
+    Holds only while *owner* still has the lease with more than *margin* of it
+    left by the database's clock. The caller invokes the handler if and only if
+    this returns ``True``, and does not second-guess it afterwards.
+    """
+    at = now()
+    return bool(
+        runs()
+        .held_by(owner)
+        .filter(pk=run_id, next_attempt_at__gt=plus(at, margin))
+        .update(lease_began_at=at, admission_misses=None, updated_at=at)
+    )
+
+
+@dataclass(frozen=True)
+class Missed:
+    """What :func:`miss` did: the run's new consecutive miss count, and whether it failed."""
+
+    misses: int
+    failed: bool
+
+
+@conflicts_retried
+def miss(run_id: str, owner: str, note: str) -> Missed | None:
+    """Release a claim that did not begin (L5), in one transaction.
+
+    Adds one to ``admission_misses`` *as found in the row* (never a count read
+    earlier), then backs the run off by :data:`~django_leasejobs.leases.ADMISSION`,
+    or once that policy is spent fails it with ``lease_too_short`` and *note*.
+    No attempt is charged: nothing ran.
+
+    Returns ``None`` when *owner* no longer holds an unbegun claim.
+    """
+    at = now()
+    with transaction.atomic(using=alias()):
+        released = (
+            runs()
+            .held_by(owner)
+            .filter(pk=run_id, lease_began_at__isnull=True)
+            .update(
+                admission_misses=Coalesce("admission_misses", 0) + 1,
+                lease_owner=None,
+                updated_at=at,
+            )
+        )
+        if not released:
+            return None
+        # The row is ours until this transaction ends: the lease is released
+        # but next_attempt_at still holds its expiry, so nobody can claim it.
+        row = runs().filter(pk=run_id)
+        misses: int = row.values_list("admission_misses", flat=True).get() or 1
+        unleased = row.filter(lease_owner__isnull=True, admission_misses=misses)
+        if ADMISSION.exhausted(misses):
+            unleased.update(
+                failure_code=FailureCode.LEASE_TOO_SHORT,
+                last_error=note,
+                **finished(RunStatus.FAILED, at),
+            )
+            return Missed(misses, failed=True)
+        unleased.update(next_attempt_at=plus(at, ADMISSION.delay(misses)))
+        return Missed(misses, failed=False)
+
+
+@conflicts_retried
+def release_dead_holder(run_id: str, owner: str, holder: str) -> bool:
+    """Make a leased run due now because its holder process is provably gone (L9).
+
+    Only the expiry moves: the owner and ``lease_began_at`` stay, so the
+    takeover that follows charges (or holds) a begun pass exactly as it would
+    have after the expiry. ``False`` when the lease changed hands or ended.
+    """
+    at = now()
+    return bool(
+        runs()
+        .held_by(owner)
+        .filter(pk=run_id, lease_holder=holder, next_attempt_at__gt=at)
+        .update(next_attempt_at=at, updated_at=at)
+    )

@@ -1,0 +1,205 @@
+"""Real, separate processes on the test database: the only way a concurrency claim is proven.
+
+* :func:`run_together` calls one function in several processes at once,
+  released together through a barrier, each with its own connection -- never
+  threads sharing one connection. The parent test must use
+  ``django_db(transaction=True)`` so that what it writes is committed and
+  visible to the children.
+* :func:`django_command` and :func:`python` start a ``manage.py``-style
+  command or a snippet as a child process; :func:`against_unreachable_database`
+  runs one against a database it cannot reach.
+* The functions below "run inside a child" are what the children call.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import subprocess
+import sys
+import traceback
+from typing import Any
+
+from django.db import connection
+
+BARRIER_TIMEOUT = 120
+
+
+def _child(target: str, db_name: str, barrier: Any, results: Any, args: tuple[Any, ...]) -> None:
+    os.environ["LEASEJOBS_TEST_DB_NAME"] = db_name
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
+    try:
+        import django
+
+        django.setup()
+        from django.db import connection as child_connection
+        from django.utils.module_loading import import_string
+
+        function = import_string(target)
+        child_connection.ensure_connection()  # Connect before the barrier, not after.
+        barrier.wait(BARRIER_TIMEOUT)
+        results.put(("ok", os.getpid(), function(*args)))
+    except BaseException:
+        results.put(("error", os.getpid(), traceback.format_exc()))
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+
+
+def run_together(target: str, processes: int, *args: Any) -> list[Any]:
+    """Call the function at dotted path *target* in *processes* processes at once.
+
+    Returns each process's return value. Fails the test with the child's
+    traceback if any child raised.
+    """
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(processes)
+    results = context.Queue()
+    children = [
+        context.Process(
+            target=_child, args=(target, connection.settings_dict["NAME"], barrier, results, args)
+        )
+        for _ in range(processes)
+    ]
+    for child in children:
+        child.start()
+    outcomes = [results.get(timeout=BARRIER_TIMEOUT * 2) for _ in children]
+    for child in children:
+        child.join(timeout=60)
+    errors = [detail for status, _pid, detail in outcomes if status == "error"]
+    assert not errors, "a worker process failed:\n" + "\n".join(errors)
+    return [value for _status, _pid, value in outcomes]
+
+
+def command_env(**extra: str) -> dict[str, str]:
+    """The environment for a child that must use the test database the parent created."""
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", **extra}
+    env["LEASEJOBS_TEST_DB_NAME"] = str(connection.settings_dict["NAME"])
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), env.get("PYTHONPATH")]))
+    return env
+
+
+def django_command(*args: str, **popen) -> subprocess.Popen:
+    """Start ``python -m django <args>`` against the test database."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "django", *args],
+        env=command_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **popen,
+    )
+
+
+def python(code: str) -> subprocess.Popen:
+    """Start ``python -c <code>`` with Django set up on the test database."""
+    prelude = "import django; django.setup()\n"
+    return subprocess.Popen(
+        [sys.executable, "-c", prelude + code],
+        env=command_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def against_unreachable_database(url: str, *args: str) -> subprocess.CompletedProcess:
+    """Run ``python -m django <args>`` with ``DATABASE_URL`` = *url*, a database it cannot reach."""
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", "DATABASE_URL": url}
+    env.pop("LEASEJOBS_TEST_DB_NAME", None)
+    return subprocess.run(
+        [sys.executable, "-m", "django", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+# -- run inside a child -------------------------------------------------------------------
+
+
+def start_each(job: str, instances: list[str], payload, again: bool) -> list[tuple[str, str, bool]]:
+    """Call start() once per instance, in order; return (instance, run id, joined)."""
+    from django_leasejobs import start
+
+    outcomes = []
+    for instance in instances:
+        result = start(job, payload, instance=instance, again=again)
+        outcomes.append((instance, result.run.pk, result.joined))
+    return outcomes
+
+
+def drain(job: str, seconds: float, max_passes: int = 1) -> dict[str, int]:
+    """Drive *job* until none of its runs is live (or *seconds* pass); return the totals."""
+    import time
+
+    from django_leasejobs import run_due_jobs
+    from django_leasejobs.models import Run
+
+    fields = ("attempted", "advanced", "completed", "retrying", "failed", "superseded")
+    totals = dict.fromkeys(fields, 0)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        report = run_due_jobs(jobs=[job], limit=10, max_passes=max_passes)
+        for name in fields:
+            totals[name] += getattr(report, name)
+        if report.attempted == 0:
+            if not Run.objects.filter(job=job, status="running").exists():
+                break
+            time.sleep(0.01)
+    return totals
+
+
+def drive_once(jobs: list[str]) -> dict[str, int]:
+    """One drive of *jobs*; the report's counts."""
+    from django_leasejobs import run_due_jobs
+
+    report = run_due_jobs(jobs=jobs)
+    return {"attempted": report.attempted, "completed": report.completed}
+
+
+def kick_and_drive(job: str, instances: list[str], seconds: float) -> dict[str, list[str]]:
+    """Kick *instances* (``start(again=True)``) and drive *job*, over and over, for *seconds*.
+
+    Run in several processes at once, kicks land on runs other processes are
+    committing: the two writes that deadlocked on MariaDB before they took
+    their locks in one order. Returns what went wrong, by where it surfaced.
+    """
+    import time
+
+    from django.db import DatabaseError
+
+    from django_leasejobs import run_due_jobs, start
+
+    problems: dict[str, list[str]] = {"start": [], "drive": []}
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        for instance in instances:
+            try:
+                start(job, {"i": instance}, instance=instance, again=True)
+            except DatabaseError as exc:
+                problems["start"].append(repr(exc))
+        report = run_due_jobs(jobs=[job], limit=len(instances))
+        problems["drive"] += [note.text for note in report.errors]
+        if report.aborted:
+            problems["drive"].append(f"aborted: {report.aborted}")
+    return problems
+
+
+def deployment(expression: str, seconds: float) -> int:
+    """Be one deployment of a rolling deploy: register ``t.rolling`` with *expression*
+    and drive it every 0.1 s for *seconds*. Returns how many drives reported errors."""
+    import time
+
+    from django_leasejobs import job, run_due_jobs
+
+    job("t.rolling", schedule=expression, timezone="UTC")(lambda p: p.done())
+    failures = 0
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        failures += bool(run_due_jobs(jobs=["t.rolling"]).errors)
+        time.sleep(0.1)
+    return failures
