@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from .driver import DriveReport, run_due_jobs
     from .operators import PauseResult, cancel, pause, release, resume, retry, run_now
     from .passes import Pass, PassResult
-    from .store import StartResult, start
+    from .store import StartResult, start, start_many
 
 __version__ = "0.1.0.dev0"
 
@@ -52,6 +52,7 @@ _LAZY = {
     "run_now": ".operators",
     "StartResult": ".store",
     "start": ".store",
+    "start_many": ".store",
 }
 
 __all__ = [
@@ -91,6 +92,7 @@ __all__ = [
     "run_due_jobs",
     "run_now",
     "start",
+    "start_many",
 ]
 
 

@@ -18,7 +18,13 @@ from django.utils.module_loading import import_string
 
 from .conf import SPECS, conf
 
-__all__ = ["check_clock", "check_databases", "check_settings", "check_time_zone"]
+__all__ = [
+    "check_clock",
+    "check_databases",
+    "check_listen_database",
+    "check_settings",
+    "check_time_zone",
+]
 
 
 @register()
@@ -122,3 +128,31 @@ def check_databases(
                 )
             )
     return messages
+
+
+@register()
+def check_listen_database(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    listen_on = conf.LISTEN_DATABASE
+    if not SPECS["LISTEN_DATABASE"].valid(listen_on) or listen_on is None:
+        return []  # None: the runs' own connection; a bad type is check_settings's.
+    if listen_on not in settings.DATABASES:
+        return [
+            Error(
+                f"LEASEJOBS['LISTEN_DATABASE'] = {listen_on!r} is not in DATABASES.",
+                hint=f"Name one of: {', '.join(settings.DATABASES)}.",
+                id="leasejobs.E005",
+            )
+        ]
+    if connections[listen_on].vendor != "postgresql":
+        return [
+            Warning(
+                f"LEASEJOBS['LISTEN_DATABASE'] = {listen_on!r} is not a PostgreSQL database; "
+                "workers will poll.",
+                hint="LISTEN/NOTIFY is PostgreSQL's; elsewhere --loop workers poll every "
+                "--interval (W2).",
+                id="leasejobs.W003",
+            )
+        ]
+    return []

@@ -71,9 +71,12 @@ class Clock(Protocol):
         """Return "now" as an aware Python datetime (for reports and schedules)."""
 
 
-def plus(expression: Combinable, delta: timedelta) -> ExpressionWrapper[CombinedExpression]:
+def plus(
+    expression: Combinable, delta: timedelta | Combinable
+) -> ExpressionWrapper[CombinedExpression]:
     """Return the SQL expression *expression* + *delta*, typed as a datetime."""
-    return ExpressionWrapper(expression + Value(delta), output_field=DateTimeField())
+    added = delta if isinstance(delta, Combinable) else Value(delta)
+    return ExpressionWrapper(expression + added, output_field=DateTimeField())
 
 
 def _aware(value: object) -> datetime:

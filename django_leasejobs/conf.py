@@ -118,6 +118,20 @@ SPECS: dict[str, Setting] = {
         "A schedule whose job no drive has registered for this long reads as orphaned "
         "(S6), and retention disables it (S1).",
     ),
+    "NOTIFY": Setting(
+        True,
+        _bool,
+        "True or False",
+        "On PostgreSQL, announce every write that makes a run due sooner with NOTIFY, so "
+        "idle --loop workers wake at once instead of at their next poll (W2).",
+    ),
+    "LISTEN_DATABASE": Setting(
+        None,
+        lambda value: value is None or (isinstance(value, str) and bool(value)),
+        "None or a database alias",
+        "The alias of the connection a --loop worker LISTENs on; None for the runs' own. "
+        "Point it at a direct connection past a transaction-pooling PgBouncer (W2).",
+    ),
     "CLOCK": Setting(
         "django_leasejobs.clock.DatabaseClock",
         _dotted_path,
@@ -143,6 +157,8 @@ class _Conf:
     ERROR_MAX_LENGTH: int
     VALUE_MAX_BYTES: int
     ORPHAN_AFTER: timedelta
+    NOTIFY: bool
+    LISTEN_DATABASE: str | None
     CLOCK: str
 
     def __getattr__(self, name: str) -> Any:

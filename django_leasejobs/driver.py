@@ -6,6 +6,7 @@ No SQL here: the due read is a queryset method and every write is the store's.
 from __future__ import annotations
 
 import logging
+import random
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
@@ -25,7 +26,7 @@ from .reading import stranded
 from .registry import Job, registry
 from .states import PassOutcome
 
-__all__ = ["DriveReport", "Note", "run_due_jobs"]
+__all__ = ["DriveReport", "Note", "drive_for", "run_due_jobs"]
 
 logger = logging.getLogger("django_leasejobs")
 
@@ -72,6 +73,14 @@ class DriveReport:
         if outcome.warning:
             self.warnings.append(Note(run_id, outcome.warning))
 
+    def merge(self, other: DriveReport) -> None:
+        """Add *other*'s counts and notes to this report: several drives read as one (W3)."""
+        for name in ("attempted", *_COUNTS.values()):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.errors += other.errors
+        self.warnings += other.warnings
+        self.aborted = self.aborted or other.aborted
+
     def summary(self) -> str:
         counts = " ".join(
             f"{name}={getattr(self, name)}" for name in ("attempted", *_COUNTS.values())
@@ -111,6 +120,20 @@ def _snapshot(jobs: Iterable[Job], scan_max: int) -> list[DueKey]:
         .values_list("id", "job", "began")[:scan_max]
     )
     return [DueKey(run_id, job, bool(began)) for run_id, job, began in rows]
+
+
+def _away(position: int, length: int) -> int:
+    """Where to go on in the snapshot after a lost claim at ``position - 1``.
+
+    A lost claim means another worker is driving this stretch of the same
+    due order, one run ahead. Going on with the next run would lose it again,
+    and every other claim after it, in lockstep: half of all claims lost with
+    two workers. Jumping to a random point further on lets the two drift
+    apart; the runs stepped over are the ones the other worker is taking
+    (and the next snapshot reads any it left).
+    """
+    rest = length - position
+    return min(length, position + 1 + random.randrange(max(1, rest // 2)))
 
 
 def _release_dead_holders(jobs: Iterable[Job], scan_max: int, report: DriveReport) -> None:
@@ -196,9 +219,11 @@ def run_due_jobs(
     for problem in schedules.drive_schedules(now, None if jobs is None else set(by_name)):
         report.errors.append(Note("", f"schedule {problem.job!r}: {problem.text}"))
     _release_dead_holders(specs, conf.SCAN_MAX, report)
-    for key in _snapshot(specs, conf.SCAN_MAX):
-        if report.attempted >= limit or stop():
-            break
+    keys = _snapshot(specs, conf.SCAN_MAX)
+    position = 0
+    while position < len(keys) and report.attempted < limit and not stop():
+        key = keys[position]
+        position += 1
         try:
             outcomes = drive_run(
                 key.id,
@@ -217,17 +242,36 @@ def run_due_jobs(
                 logger.error("Drive aborted: database error on run id=%s (%s)", key.id, type(exc))
                 break
             continue  # D4: this run only -- a deadlock or a refused row is not an outage
-        except Exception as exc:
+        except Exception as exc:  # nothing one run does stops the drive (R9)
             logger.exception("Run id=%s could not be driven", key.id)
             report.errors.append(Note(key.id, describe(exc)))
             continue
-        if outcomes:
-            report.attempted += 1
+        if not outcomes:
+            position = _away(position, len(keys))
+        report.attempted += bool(outcomes)
         for outcome in outcomes:
             report.tally(key.id, outcome)
     _housekeeping(report)
     logger.debug("Drive finished %s", report.summary())
     return report
+
+
+def drive_for(seconds: float, **options: Any) -> DriveReport:
+    """Drive again while the last drive did work, for at most *seconds* (W3, ``--max-seconds``).
+
+    Returns the drives' combined report. No pass begins once *seconds* have
+    passed since the call; one already running then finishes. The first drive
+    that finds nothing due ends it early, so a cron line ``rundueJobs
+    --max-seconds 55`` empties a backlog in the minute it was started in and
+    exits as soon as there is nothing left.
+    """
+    deadline = time.monotonic() + seconds
+    combined = DriveReport()
+    while True:
+        report = run_due_jobs(stop=lambda: time.monotonic() >= deadline, **options)
+        combined.merge(report)
+        if not report.attempted or report.aborted or time.monotonic() >= deadline:
+            return combined
 
 
 #: When this process last pruned and last looked after keys (monotonic seconds).

@@ -90,7 +90,7 @@ def connection_lost(using: str) -> bool:
             connection.ensure_connection()  # Closed, not necessarily lost: try to reopen.
             return False
         return not connection.is_usable()
-    except Exception:
+    except Exception:  # whatever the driver raised, there is no connection
         return True
 
 

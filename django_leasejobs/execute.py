@@ -90,11 +90,9 @@ def _one_pass(
     owner = new_owner()
     # Counted from before the claim is sent: the round trip counts against us (L1).
     countdown = Countdown(spec.effective_lease, Countdown.now())
-    if not store.claim(run_id, owner, countdown.lease, current_holder(), takeover=took_over):
-        return None
     unreadable: UnreadableRow | None = None
     try:
-        run = store.read_claimed(run_id, owner)
+        run = store.take(run_id, owner, countdown.lease, current_holder(), takeover=took_over)
     except UnreadableRow as exc:
         unreadable, run = exc, exc.run
     if run is None:

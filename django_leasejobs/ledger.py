@@ -100,7 +100,7 @@ class Ledger:
             self._fail(name, attempts + 1, policy, error, exists=exists)
         try:
             text = encode_result(value)
-        except Exception as exc:
+        except Exception as exc:  # whatever the encoder raised, the step failed
             error = describe(exc, prefix=f"step {name!r} returned a value JSON cannot store: ")
             self._fail(name, attempts + 1, policy, error, exists=exists)
         self._write(name, text, attempts + 1, "", exists=exists)

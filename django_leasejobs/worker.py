@@ -1,8 +1,11 @@
-"""The long-lived loop behind ``rundueJobs --loop`` (SPEC D5, §13).
+"""The long-lived loop behind ``rundueJobs --loop`` (SPEC D5, W1, W2, §13).
 
-One drive after another, ``interval`` seconds apart. The connection is kept
-for the passes of a drive and closed/reopened only between drives, as
-``CONN_MAX_AGE`` says (``close_old_connections``).
+One drive after another. A drive that did work is followed by the next at
+once, so a backlog drains at the worker's full speed (W1); only after a drive
+that found nothing due (or could not run) does the worker rest -- until a
+notification of new work arrives (W2, PostgreSQL) or ``interval`` seconds
+pass. The connection is kept for the passes of a drive and closed/reopened
+only between drives, as ``CONN_MAX_AGE`` says (``close_old_connections``).
 
 Stopping: the first SIGTERM or SIGINT lets the pass in flight finish, then the
 loop ends. With a ``stop_timeout``, a pass still running that long after the
@@ -26,12 +29,15 @@ from django.db import DatabaseError, close_old_connections, reset_queries
 
 from .driver import DriveReport, run_due_jobs
 from .errors import one_line
+from .listener import Listener
 
 __all__ = ["Worker"]
 
 logger = logging.getLogger("django_leasejobs")
 
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+#: How long a worker that lost its LISTEN connection polls before trying LISTEN again.
+LISTEN_RETRY = 60.0
 
 
 class Worker:
@@ -56,6 +62,8 @@ class Worker:
         self._stop_asked_at: float | None = None
         self._stopping = threading.Event()
         self._outage: str | None = None
+        self._listener: Listener | None = None
+        self._listen_at: float | None = None  # when to try LISTEN again, after losing it
 
     def stop(self, signum: int | None = None, frame: FrameType | None = None) -> None:
         """Ask the loop to stop after the pass in flight; a second signal exits at once."""
@@ -82,16 +90,42 @@ class Worker:
 
     def run(self) -> None:
         previous = self._install_handlers()
+        self._listener = Listener.open()
         try:
             while not self.stopping:
-                self.drive_once()
+                report = self.drive_once()
                 if self.stopping:
                     break
-                self._stopping.wait(self.interval)
+                if report is not None and report.attempted:
+                    continue  # W1: there may be more; rest only once nothing is due
+                self._rest()
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
+            if self._listener is not None:
+                self._listener.close()
             close_old_connections()
+
+    def _rest(self) -> None:
+        """Wait for a notification of new work (W2), or poll after ``interval``."""
+        listener = self._listener
+        if listener is None:
+            self._stopping.wait(self.interval)
+            self._listen_again()
+            return
+        try:
+            listener.wait(self.interval, lambda: self.stopping)
+        except Exception as exc:  # psycopg's own errors, from a dropped socket
+            logger.warning("LISTEN connection lost (%s): polling", one_line(exc))
+            listener.close()
+            self._listener = None
+            self._listen_at = time.monotonic() + LISTEN_RETRY
+
+    def _listen_again(self) -> None:
+        """After the LISTEN connection was lost (a database restart), try it again, now and then."""
+        if self._listen_at is not None and time.monotonic() >= self._listen_at:
+            self._listener = Listener.open()
+            self._listen_at = None if self._listener else time.monotonic() + LISTEN_RETRY
 
     def drive_once(self) -> DriveReport | None:
         # Between drives: drop connections past CONN_MAX_AGE or broken ones,

@@ -74,17 +74,18 @@ def run_together(target: str, processes: int, *args: Any) -> list[Any]:
 
 def command_env(**extra: str) -> dict[str, str]:
     """The environment for a child that must use the test database the parent created."""
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", **extra}
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", "PYTHONUNBUFFERED": "1"}
+    env |= extra
     env["LEASEJOBS_TEST_DB_NAME"] = str(connection.settings_dict["NAME"])
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), env.get("PYTHONPATH")]))
     return env
 
 
-def django_command(*args: str, **popen) -> subprocess.Popen:
-    """Start ``python -m django <args>`` against the test database."""
+def django_command(*args: str, env: dict[str, str] | None = None, **popen) -> subprocess.Popen:
+    """Start ``python -m django <args>`` against the test database (*env*: more variables)."""
     return subprocess.Popen(
         [sys.executable, "-m", "django", *args],
-        env=command_env(),
+        env=command_env(**(env or {})),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -130,6 +131,17 @@ def start_each(job: str, instances: list[str], payload, again: bool) -> list[tup
         result = start(job, payload, instance=instance, again=again)
         outcomes.append((instance, result.run.pk, result.joined))
     return outcomes
+
+
+def start_batch(job: str, instances: list[str]) -> list[tuple[str, str, bool]]:
+    """One start_many() of *instances*, in this process's own order: (instance, id, joined)."""
+    import random
+
+    from django_leasejobs import start_many
+
+    mine = random.Random(os.getpid()).sample(instances, len(instances))
+    results = start_many(job, [(instance, {"pid": os.getpid()}) for instance in mine])
+    return [(r.run.instance, r.run.pk, r.joined) for r in results]
 
 
 def drain(job: str, seconds: float, max_passes: int = 1) -> dict[str, int]:

@@ -87,3 +87,15 @@ if os.environ.get("LEASEJOBS_TEST_DB_NAME"):
 # Tests log users in by the dozen; the default hasher's 1 000 000 rounds would
 # cost a quarter of a second each time.
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+# The W2 fallback tests start workers that cannot hear their notifications:
+# one listening on another database of the same server (NOTIFY is per
+# database, as behind a transaction-pooling PgBouncer nothing comes back),
+# one with NOTIFY turned off.
+LEASEJOBS: dict[str, object]
+_listen = os.environ.get("LEASEJOBS_TEST_LISTEN")
+if _listen == "elsewhere":
+    DATABASES["elsewhere"] = {**DATABASES["default"], "NAME": "postgres", "TEST": {}}
+    LEASEJOBS = {"LISTEN_DATABASE": "elsewhere"}
+elif _listen == "off":
+    LEASEJOBS = {"NOTIFY": False}

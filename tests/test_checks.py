@@ -97,5 +97,19 @@ def test_w002_sqlite_without_immediate_transactions(settings):
         assert checks.check_databases() == []
 
 
+def test_e005_listen_database_must_be_an_alias(settings):
+    settings.LEASEJOBS = {"LISTEN_DATABASE": "direct"}
+    (message,) = checks.check_listen_database()
+    assert message.id == "leasejobs.E005"
+    assert "'direct' is not in DATABASES" in message.msg
+    assert "default" in message.hint
+
+
+def test_w003_listen_database_that_cannot_listen(settings):
+    settings.LEASEJOBS = {"LISTEN_DATABASE": "default"}
+    found = ids(checks.check_listen_database())
+    assert found == ([] if connection.vendor == "postgresql" else ["leasejobs.W003"])
+
+
 def test_manage_py_check_is_clean():
     call_command("check", "--fail-level", "WARNING")

@@ -138,14 +138,14 @@ def test_d4_a_database_error_on_one_run_is_reported_and_the_drive_goes_on(
     broken = start(spec, instance="broken").run
     frozen_clock.advance(timedelta(seconds=1))
     fine = start(spec, instance="fine").run
-    original = store.read_claimed
+    original = store.take
 
-    def flaky_read(run_id, owner):
+    def flaky_take(run_id, *args, **kwargs):
         if run_id == broken.pk:
             raise DatabaseError("row is on fire")
-        return original(run_id, owner)
+        return original(run_id, *args, **kwargs)
 
-    monkeypatch.setattr(store, "read_claimed", flaky_read)
+    monkeypatch.setattr(store, "take", flaky_take)
     report = drive(spec)
     assert report.completed == 1
     assert report.errors[0].run_id == broken.pk
@@ -206,19 +206,32 @@ def test_report_is_json_ready(define, drive):
 DRIVE = 5
 
 
+def claim_and_read():
+    """L2 and its read-back: one statement where the backend returns the claimed row."""
+    from django_leasejobs.store.compiled import returns_rows
+
+    return 1 if returns_rows("default") else 2
+
+
+#: A pass: the claim (and its read-back, where it is a statement of its own),
+#: BEGIN, and the commit.
+def one_pass():
+    return claim_and_read() + 2
+
+
 @pytest.fixture
 def warm(drive):
     """One drive first, so the schedule rows of tests/jobs.py exist (S1 creates them once)."""
     drive()
 
 
-def test_budget_a_no_op_pass_costs_four_statements_after_the_snapshot(define, drive, warm):
+def test_budget_a_no_op_pass_costs_three_statements_after_the_snapshot(define, drive, warm):
     spec = define("t.budget.noop", lambda p: p.advance(1))
     start(spec)
     with CaptureQueriesContext(connection) as queries:
         drive(spec)
-    # per drive: DRIVE reads; per pass: claim, read back, begin, commit
-    assert len(statements(queries)) == DRIVE + 4, statements(queries)
+    # per drive: DRIVE reads; per pass: claim (and read back), begin, commit
+    assert len(statements(queries)) == DRIVE + one_pass(), statements(queries)
 
 
 def test_budget_a_finishing_pass_costs_the_same(define, drive, warm):
@@ -226,7 +239,7 @@ def test_budget_a_finishing_pass_costs_the_same(define, drive, warm):
     start(spec)
     with CaptureQueriesContext(connection) as queries:
         drive(spec)
-    assert len(statements(queries)) == DRIVE + 4, statements(queries)
+    assert len(statements(queries)) == DRIVE + one_pass(), statements(queries)
 
 
 def test_budget_a_finishing_pass_with_steps_reads_nothing_back(define, drive, warm):
@@ -239,7 +252,7 @@ def test_budget_a_finishing_pass_with_steps_reads_nothing_back(define, drive, wa
     with CaptureQueriesContext(connection) as queries:
         drive(spec)
     # +2 for the step, +1 to drop the ledger; no read of the kick flag
-    assert len(statements(queries)) == DRIVE + 4 + 2 + 1, statements(queries)
+    assert len(statements(queries)) == DRIVE + one_pass() + 2 + 1, statements(queries)
 
 
 def test_budget_each_new_step_costs_one_transaction_of_two_statements(define, drive, warm):
@@ -255,7 +268,7 @@ def test_budget_each_new_step_costs_one_transaction_of_two_statements(define, dr
     with CaptureQueriesContext(connection) as queries:
         drive(spec)
     # as above, +2 per step (renew + record), +1 to drop the ledger at commit
-    assert len(statements(queries)) == DRIVE + 4 + 2 * steps + 1, statements(queries)
+    assert len(statements(queries)) == DRIVE + one_pass() + 2 * steps + 1, statements(queries)
 
 
 # -- §11 stranded rows ---
@@ -282,3 +295,29 @@ def test_s11_stranded_rows_are_reported_in_the_drives_warnings(drive, housekeepi
     assert "status 'paused' holds the live key" in warnings[odd.pk]
     assert fresh(fine).status == RunStatus.DONE
     assert start("tests.noop", instance="odd").joined  # until an operator cancels it
+
+
+@pytest.mark.django_db
+def test_d1_after_a_lost_claim_the_drive_moves_on_and_the_next_drive_takes_the_rest(
+    define, drive, monkeypatch
+):
+    """A lost claim sends the drive further along its snapshot (away from the
+    worker that won it); what it stepped over is still due, and taken next."""
+    spec = define("t.d1.lost", lambda p: p.done())
+    runs = [start(spec, instance=f"r{n}").run for n in range(30)]
+    take = store.take
+    lost = []
+
+    def take_but_lose_the_first(run_id, *args, **kwargs):
+        if not lost:
+            lost.append(run_id)
+            return None  # as if another worker had claimed it a moment before
+        return take(run_id, *args, **kwargs)
+
+    monkeypatch.setattr(store, "take", take_but_lose_the_first)
+    first = drive(spec)
+    assert first.attempted < 29  # it stepped over some of the runs behind the lost one
+    monkeypatch.setattr(store, "take", take)
+    while drive(spec).attempted:
+        pass
+    assert {fresh(run).status for run in runs} == {RunStatus.DONE}

@@ -44,6 +44,30 @@ def test_r1_concurrent_starts_make_exactly_one_live_run():
     assert Run.objects.live().count() == len(instances)
 
 
+def test_r1_concurrent_start_many_batches_make_exactly_one_live_run_per_instance():
+    # Each process's batch holds every instance, in an order of its own; some
+    # are live already. Each instance: one run, started once, joined by the rest.
+    processes = _processes()
+    instances = [f"batch-{n}" for n in range(60)]
+    already = {
+        instance: start("tests.walk", instance=instance).run.pk for instance in instances[:10]
+    }
+    results = run_together("tests.processes.start_batch", processes, "tests.walk", instances)
+    by_instance = defaultdict(list)
+    for outcomes in results:
+        assert len(outcomes) == len(instances)
+        for instance, run_id, joined in outcomes:
+            by_instance[instance].append((run_id, joined))
+    for instance, seen in by_instance.items():
+        assert len({run_id for run_id, _joined in seen}) == 1, (instance, seen)
+        starters = [joined for _run_id, joined in seen].count(False)
+        assert starters == (0 if instance in already else 1), (instance, seen)
+        if instance in already:
+            assert seen[0][0] == already[instance]
+    assert Run.objects.count() == len(instances)
+    assert Run.objects.live().count() == len(instances)
+
+
 def test_r1_concurrent_kicks_set_the_follow_up_flag_once():
     live = start("tests.walk", {"v": "first"}, instance="kick").run
     processes = _processes()

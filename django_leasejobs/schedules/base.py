@@ -44,7 +44,7 @@ def contained(job: str, problems: list[Problem], work: Callable[[], Any]) -> Any
     """Run *work* for one schedule; an error is that schedule's alone (D6, like R9 for runs)."""
     try:
         return work()
-    except Exception as exc:
+    except Exception as exc:  # any error, so its siblings still fire
         text = describe(exc)
         logger.error("Schedule job=%s could not be handled: %s", job, text)
         problems.append(Problem(job, text))

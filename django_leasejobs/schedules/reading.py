@@ -41,7 +41,7 @@ def period(row: Schedule) -> timedelta:
         tz = zone_of(row.timezone)
         first = row.next_due_at or cron.next_due(row.expression, tz, row.updated_at)
         return cron.next_due(row.expression, tz, first) - first
-    except Exception as exc:
+    except Exception as exc:  # zoneinfo, croniter: each has its own errors
         raise InvalidSchedule(problem(row) or describe(exc)) from exc
 
 
@@ -49,11 +49,11 @@ def problem(row: Schedule) -> str | None:
     """Why this process cannot plan *row*, or ``None`` (D6, A5)."""
     try:
         tz = zone_of(row.timezone)
-    except Exception:
+    except Exception:  # ZoneInfoNotFoundError, ValueError for a bad key
         return f"unknown time zone {row.timezone!r}"
     try:
         cron.next_due(row.expression, tz, row.next_due_at or row.updated_at)
-    except Exception:
+    except Exception:  # croniter's errors: a bad expression, or no date
         return f"cron expression {row.expression!r} cannot be planned"
     return None
 

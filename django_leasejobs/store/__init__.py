@@ -11,8 +11,10 @@ every write a pass makes after it began is fenced by
 The verbs, in the order a run meets them:
 
 * :mod:`.starts` -- :func:`start` (and :func:`start_as`, for each origin);
-* :mod:`.claims` -- :func:`claim`, :func:`read_claimed`, :func:`begin`, or
-  :func:`miss`; :func:`release_dead_holder` (L9);
+  :mod:`.batches` -- :func:`start_many`;
+* :mod:`.claims` -- :func:`take` (:func:`claim` and the read-back, one
+  statement where the backend returns rows), :func:`begin`, or :func:`miss`;
+  :func:`release_dead_holder` (L9);
 * :mod:`.outcomes` -- :func:`record_step` / :func:`renew` while the pass
   runs, then one outcome: :func:`commit`, :func:`settle`, :func:`defer` or
   :func:`hold`;
@@ -24,6 +26,7 @@ from __future__ import annotations
 from django_leasejobs.leases import ADMISSION, TAKEOVER_NOTE
 
 from .base import alias
+from .batches import start_many
 from .cancels import (
     cancel_run,
     free_expired_cancel,
@@ -31,7 +34,7 @@ from .cancels import (
     release_held,
     stop_cancelled,
 )
-from .claims import Missed, begin, claim, miss, read_claimed, release_dead_holder
+from .claims import Missed, begin, claim, miss, read_claimed, release_dead_holder, take
 from .outcomes import commit, defer, hold, record_step, renew, settle
 from .starts import StartResult, check_key, start, start_as
 
@@ -60,7 +63,9 @@ __all__ = [
     "settle",
     "start",
     "start_as",
+    "start_many",
     "stop_cancelled",
+    "take",
 ]
 
 #: L5: consecutive admission misses after which a run fails.

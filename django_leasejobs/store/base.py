@@ -14,13 +14,25 @@ from django.db import DatabaseError, connections, router
 from django.db.models.expressions import Combinable
 
 from django_leasejobs.clock import get_clock
+from django_leasejobs.conf import conf
 from django_leasejobs.errors import is_conflict
 from django_leasejobs.ids import new_id
 from django_leasejobs.models import Run
 from django_leasejobs.querysets import RunQuerySet, live_key
 from django_leasejobs.states import RunOrigin, RunStatus
 
-__all__ = ["alias", "conflicts_retried", "create", "finished", "follow_up", "now", "runs"]
+__all__ = [
+    "CHANNEL",
+    "alias",
+    "conflicts_retried",
+    "create",
+    "finished",
+    "follow_up",
+    "notifies",
+    "notify",
+    "now",
+    "runs",
+]
 
 logger = logging.getLogger("django_leasejobs")
 
@@ -43,6 +55,22 @@ def runs() -> RunQuerySet:
 def now() -> Combinable:
     """ "Now" as the database evaluates it in the statement that carries it (L1)."""
     return get_clock().now_expr()
+
+
+#: The PostgreSQL channel on which a write that makes a run due sooner is announced (W2).
+CHANNEL = "django_leasejobs"
+
+
+def notifies(using: str) -> bool:
+    """Whether writes on *using* announce new work: PostgreSQL, unless ``NOTIFY`` is off (W2)."""
+    return conf.NOTIFY and connections[using].vendor == "postgresql"
+
+
+def notify(using: str) -> None:
+    """Announce new work on *using*'s channel, in the current transaction (W2)."""
+    if notifies(using):
+        with connections[using].cursor() as cursor:
+            cursor.execute("SELECT pg_notify(%s, '')", [CHANNEL])
 
 
 def finished(status: RunStatus, at: Any) -> dict[str, Any]:
@@ -77,6 +105,7 @@ def follow_up(previous: Run) -> None:
         payload=payload or "null",
         origin=RunOrigin.FOLLOW_UP,
     )
+    notify(alias())
 
 
 def conflicts_retried(verb: Callable[P, R]) -> Callable[P, R]:

@@ -15,7 +15,7 @@ from django.db.models import Case, F, Q, When
 
 from django_leasejobs.states import LIVE_STATUSES, FailureCode, RunStatus
 
-from .base import alias, conflicts_retried, finished, follow_up, now, runs
+from .base import alias, conflicts_retried, finished, follow_up, notify, now, runs
 
 __all__ = [
     "cancel_run",
@@ -125,6 +125,10 @@ def release_held(run_id: str, *, resume: bool, note: str) -> bool:
     """
     at = now()
     held = runs().held().filter(pk=run_id)
-    if resume:
-        return bool(held.update(status=RunStatus.RUNNING, next_attempt_at=at, updated_at=at))
-    return bool(held.update(last_error=note, updated_at=at, **finished(RunStatus.FAILED, at)))
+    if not resume:
+        return bool(held.update(last_error=note, updated_at=at, **finished(RunStatus.FAILED, at)))
+    with transaction.atomic(using=alias()):
+        resumed = bool(held.update(status=RunStatus.RUNNING, next_attempt_at=at, updated_at=at))
+        if resumed:
+            notify(alias())  # due now: wake a worker (W2)
+    return resumed

@@ -7,7 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import DatabaseError, transaction
-from django.db.models import F
+from django.db.models import DurationField, F
 from django.db.models.functions import Coalesce
 
 from django_leasejobs.clock import plus
@@ -15,11 +15,48 @@ from django_leasejobs.errors import connection_lost, unreadable_reason
 from django_leasejobs.exceptions import UnreadableRow
 from django_leasejobs.leases import ADMISSION, TAKEOVER_NOTE
 from django_leasejobs.models import Run
+from django_leasejobs.querysets import RunQuerySet
 from django_leasejobs.states import FailureCode, RunStatus
 
 from .base import alias, conflicts_retried, finished, now, runs
+from .compiled import AS_IS, KEY, Slots, Statement, returns_rows
 
-__all__ = ["Missed", "begin", "claim", "miss", "read_claimed", "release_dead_holder"]
+__all__ = ["Missed", "begin", "claim", "miss", "read_claimed", "release_dead_holder", "take"]
+
+_LEASE = {"run_id": KEY, "owner": KEY, "lease": DurationField()}
+
+
+def _claim(*, takeover: bool) -> Statement:
+    def build(runs: RunQuerySet, s: Slots) -> tuple[RunQuerySet, dict[str, Any]]:
+        values: dict[str, Any] = {
+            "lease_owner": s.owner,
+            "lease_holder": s.holder,
+            "next_attempt_at": plus(s.now, s.lease),
+            "updated_at": s.now,
+        }
+        if takeover:
+            values |= {
+                "attempts": F("attempts") + 1,
+                "failure_code": FailureCode.LEASE_EXPIRED,
+                "last_error": TAKEOVER_NOTE,
+                "lease_began_at": None,  # last: MySQL evaluates SET clauses left to right
+            }
+        return runs.claimable(s.now, took_over=takeover).filter(pk=s.run_id), values
+
+    return Statement({**_LEASE, "holder": AS_IS}, build)
+
+
+#: L2, L3: the two forms of a claim, a fresh one and a takeover of a begun lease.
+CLAIM = {False: _claim(takeover=False), True: _claim(takeover=True)}
+
+#: L4: BEGIN, only while the owner still has more than the margin left.
+BEGIN = Statement(
+    {"run_id": KEY, "owner": KEY, "margin": DurationField()},
+    lambda runs, s: (
+        runs.held_by(s.owner).filter(pk=s.run_id, next_attempt_at__gt=plus(s.now, s.margin)),
+        {"lease_began_at": s.now, "admission_misses": None, "updated_at": s.now},
+    ),
+)
 
 
 @conflicts_retried
@@ -43,32 +80,39 @@ def claim(run_id: str, owner: str, lease: timedelta, holder: str, *, takeover: b
         ``True`` if this caller now holds the run; ``False`` if it was not due,
         not running, or in the other form (someone else has it).
     """
-    at = now()
-    values: dict[str, Any] = {
-        "lease_owner": owner,
-        "lease_holder": holder,
-        "next_attempt_at": plus(at, lease),
-        "updated_at": at,
-    }
-    if takeover:
-        values |= {
-            "attempts": F("attempts") + 1,
-            "failure_code": FailureCode.LEASE_EXPIRED,
-            "last_error": TAKEOVER_NOTE,
-            "lease_began_at": None,  # last: MySQL evaluates SET clauses left to right
-        }
-    return bool(runs().claimable(at, took_over=takeover).filter(pk=run_id).update(**values))
+    values = {"run_id": run_id, "owner": owner, "lease": lease, "holder": holder}
+    return bool(CLAIM[takeover].run(alias(), **values))
+
+
+@conflicts_retried
+def take(run_id: str, owner: str, lease: timedelta, holder: str, *, takeover: bool) -> Run | None:
+    """:func:`claim` the run and read it back: one statement where the backend returns rows.
+
+    Returns the claimed run, or ``None`` when the claim was lost. Raises
+    :class:`UnreadableRow` when the run was claimed but cannot be read back
+    (R9, §12), with what the pass needs to fail it.
+    """
+    using = alias()
+    if not returns_rows(using):
+        won = claim(run_id, owner, lease, holder, takeover=takeover)
+        return read_claimed(run_id, owner) if won else None
+    values = {"run_id": run_id, "owner": owner, "lease": lease, "holder": holder}
+    try:
+        return CLAIM[takeover].fetch(using, **values)
+    except (DatabaseError, ValueError, TypeError, OverflowError) as exc:
+        if isinstance(exc, DatabaseError) and connection_lost(using):
+            raise
+        reason = unreadable_reason(exc)
+    return _unreadable(runs().held_by(owner).filter(pk=run_id), run_id, reason)
 
 
 def read_claimed(run_id: str, owner: str) -> Run | None:
-    """Read back the run *owner* just claimed.
+    """Read back the run *owner* just claimed, where the claim could not return it (MariaDB).
 
-    Django's ``update()`` cannot return the row, so this is the one read a
-    pass costs (SPEC §13). ``None`` when the claim was lost in between.
-
-    Raises :class:`UnreadableRow` when the row cannot be read back (SQLite:
-    a column that is not UTF-8, an impossible date), carrying what the pass
-    needs to fail it as a malformed row (R9, §12).
+    ``None`` when the claim was lost in between. Raises :class:`UnreadableRow`
+    when the row cannot be read back (SQLite: a column that is not UTF-8, an
+    impossible date), carrying what the pass needs to fail it as a malformed
+    row (R9, §12).
     """
     held = runs().held_by(owner).filter(pk=run_id)
     try:
@@ -79,6 +123,11 @@ def read_claimed(run_id: str, owner: str) -> Run | None:
         if isinstance(exc, DatabaseError) and connection_lost(alias()):
             raise
         reason = unreadable_reason(exc)
+    return _unreadable(held, run_id, reason)
+
+
+def _unreadable(held: RunQuerySet, run_id: str, reason: str) -> Run | None:
+    """``None`` if the claim is no longer held; else raise :class:`UnreadableRow`."""
     # Only columns every row can hold: its identity and its counts.
     known = held.values_list("job", "attempts", "admission_misses").first()
     if known is None:
@@ -95,13 +144,7 @@ def begin(run_id: str, owner: str, margin: timedelta) -> bool:
     left by the database's clock. The caller invokes the handler if and only if
     this returns ``True``, and does not second-guess it afterwards.
     """
-    at = now()
-    return bool(
-        runs()
-        .held_by(owner)
-        .filter(pk=run_id, next_attempt_at__gt=plus(at, margin))
-        .update(lease_began_at=at, admission_misses=None, updated_at=at)
-    )
+    return bool(BEGIN.run(alias(), run_id=run_id, owner=owner, margin=margin))
 
 
 @dataclass(frozen=True)

@@ -3,22 +3,31 @@
 Every verb here returns ``False``, writing nothing, when *owner* no longer
 holds the run: the lease expired and another worker took it over, or an
 operator cancelled it. The caller then reports the pass ``superseded``.
+
+The statements a pass sends every time -- a renewal, a commit, a settle -- are
+:class:`~.compiled.Statement` s: compiled once, bound per call.
 """
 
 from __future__ import annotations
 
 from datetime import timedelta
+from functools import cache
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.db.models import DurationField
 
 from django_leasejobs.clock import plus
 from django_leasejobs.models import Run, Step
+from django_leasejobs.querysets import RunQuerySet
 from django_leasejobs.states import FailureCode, RunStatus
 
-from .base import alias, conflicts_retried, finished, follow_up, now, runs
+from .base import alias, conflicts_retried, finished, follow_up, now
+from .compiled import AS_IS, KEY, Slots, Statement
 
 __all__ = ["commit", "defer", "hold", "record_step", "renew", "settle"]
+
+_HELD = {"run_id": KEY, "owner": KEY}
 
 
 def _released(at: Any) -> dict[str, Any]:
@@ -26,16 +35,26 @@ def _released(at: Any) -> dict[str, Any]:
     return {"lease_owner": None, "lease_began_at": None, "updated_at": at}
 
 
+def _held(runs: RunQuerySet, s: Slots) -> RunQuerySet:
+    """The fence of every write below (L6)."""
+    return runs.held_by(s.owner).filter(pk=s.run_id)
+
+
+@cache
+def _renewal(*, with_step: bool) -> Statement:
+    """L7: the lease renewed to now + lease -- with a step's record, or alone (``check()``)."""
+
+    def build(runs: RunQuerySet, s: Slots) -> tuple[RunQuerySet, dict[str, Any]]:
+        values = {"next_attempt_at": plus(s.now, s.lease), "updated_at": s.now}
+        return _held(runs, s), values | ({"has_steps": True} if with_step else {})
+
+    return Statement({**_HELD, "lease": DurationField()}, build)
+
+
 @conflicts_retried
 def renew(run_id: str, owner: str, lease: timedelta) -> bool:
     """Extend *owner*'s lease to now + *lease* (L7)."""
-    at = now()
-    return bool(
-        runs()
-        .held_by(owner)
-        .filter(pk=run_id)
-        .update(next_attempt_at=plus(at, lease), updated_at=at)
-    )
+    return bool(_renewal(with_step=False).run(alias(), run_id=run_id, owner=owner, lease=lease))
 
 
 @conflicts_retried
@@ -56,19 +75,15 @@ def record_step(
     *exists* says whether the ledger already has a row for *name* (the pass
     read the ledger once), so this is an UPDATE or an INSERT, never both.
     """
-    at = now()
+    using = alias()
     try:
-        with transaction.atomic(using=alias()):
-            renewed = (
-                runs()
-                .held_by(owner)
-                .filter(pk=run_id)
-                .update(next_attempt_at=plus(at, lease), updated_at=at, has_steps=True)
-            )
-            if not renewed:
+        with transaction.atomic(using=using):
+            renewal = _renewal(with_step=True)
+            if not renewal.run(using, run_id=run_id, owner=owner, lease=lease):
                 return False
-            steps = Step.objects.using(alias())
+            steps = Step.objects.using(using)
             values = {"result": result, "attempts": attempts, "last_error": error}
+            at = now()
             if exists:
                 steps.filter(run_id=run_id, name=name).update(recorded_at=at, **values)
             else:
@@ -77,6 +92,32 @@ def record_step(
         # Another pass wrote this step's row, so it held the run after us.
         return False
     return True
+
+
+@cache
+def _commit(
+    *, done: bool, quiet: bool, total: bool, drop_steps: bool, no_cursor: bool
+) -> Statement:
+    """R3's one UPDATE, in each of its shapes (a finish, a kicked finish, an advance, ...)."""
+
+    def build(runs: RunQuerySet, s: Slots) -> tuple[RunQuerySet, dict[str, Any]]:
+        values: dict[str, Any] = {
+            "cursor": None if no_cursor else s.cursor,
+            "counters": s.counters,
+            "attempts": 0,
+            "failure_code": "",
+            "last_error": "",
+            **_released(s.now),
+        }
+        if total:
+            values["progress_total"] = s.total
+        values |= finished(RunStatus.DONE, s.now) if done else {"next_attempt_at": s.now}
+        if drop_steps:
+            values["has_steps"] = False
+        held = _held(runs, s)
+        return (held.filter(rerun_requested=False) if quiet else held), values
+
+    return Statement({**_HELD, "cursor": AS_IS, "counters": AS_IS, "total": AS_IS}, build)
 
 
 @conflicts_retried
@@ -99,38 +140,51 @@ def commit(
     for it (``rerun_requested``), the follow-up run starts in the same
     transaction, so the key is never free for a moment in between.
     """
-    at = now()
-    values: dict[str, Any] = {
-        "cursor": cursor,
-        "counters": counters,
-        "attempts": 0,
-        "failure_code": "",
-        "last_error": "",
-        **_released(at),
+    using = alias()
+    values: dict[str, Any] = {"run_id": run.pk, "owner": owner, "cursor": cursor}
+    values |= {"counters": counters, "total": progress_total}
+    shape = {
+        "done": done,
+        "total": progress_total is not None,
+        "drop_steps": drop_steps,
+        "no_cursor": cursor is None,  # SQL NULL, as QuerySet.update() writes it
     }
-    if progress_total is not None:
-        values["progress_total"] = progress_total
-    values |= finished(RunStatus.DONE, at) if done else {"next_attempt_at": at}
-    if drop_steps:
-        values["has_steps"] = False
-    held = runs().held_by(owner).filter(pk=run.pk)
     # A finish first tries the form no kick asked to follow up; most finishes
     # are that, and then nothing needs to be read back.
-    quiet = held.filter(rerun_requested=False) if done else held
-    if not drop_steps and quiet.update(**values):
+    quiet = _commit(quiet=done, **shape)
+    if not drop_steps and quiet.run(using, **values):
         return True  # One statement, so no transaction: an advance, or a quiet finish.
     # Writes that must land together: the ledger goes with the commit, and a
     # kicked finish starts its follow-up before anyone else can take the key.
-    with transaction.atomic(using=alias()):
-        won = drop_steps and bool(quiet.update(**values))
+    with transaction.atomic(using=using):
+        won = drop_steps and bool(quiet.run(using, **values))
         kicked = False
         if not won and done:
-            won = kicked = bool(held.update(**values))
+            won = kicked = bool(_commit(quiet=False, **shape).run(using, **values))
         if won and drop_steps:
-            Step.objects.using(alias()).filter(run_id=run.pk).delete()
+            Step.objects.using(using).filter(run_id=run.pk).delete()
         if kicked:
             follow_up(run)
     return bool(won)
+
+
+@cache
+def _settle(*, retrying: bool) -> Statement:
+    def build(runs: RunQuerySet, s: Slots) -> tuple[RunQuerySet, dict[str, Any]]:
+        values: dict[str, Any] = {
+            "attempts": s.attempts,
+            "failure_code": s.failure_code,
+            "last_error": s.error,
+            **_released(s.now),
+        }
+        if retrying:
+            values["next_attempt_at"] = plus(s.now, s.retry_in)
+        else:
+            values |= finished(RunStatus.FAILED, s.now)
+        return _held(runs, s), values
+
+    fields = {"attempts": AS_IS, "failure_code": AS_IS, "error": AS_IS}
+    return Statement({**_HELD, **fields, "retry_in": DurationField()}, build)
 
 
 @conflicts_retried
@@ -149,18 +203,24 @@ def settle(
     With *retry_in* the run is due again after that backoff; without it the
     run is ``failed`` for good. Either way the lease is released (L8).
     """
-    at = now()
-    values: dict[str, Any] = {
+    values = {
+        "run_id": run.pk,
+        "owner": owner,
         "attempts": attempts,
-        "failure_code": failure_code,
-        "last_error": error,
-        **_released(at),
+        "failure_code": str(failure_code),
+        "error": error,
+        "retry_in": retry_in,
     }
-    if retry_in is None:
-        values |= finished(RunStatus.FAILED, at)
-    else:
-        values["next_attempt_at"] = plus(at, retry_in)
-    return bool(runs().held_by(owner).filter(pk=run.pk).update(**values))
+    return bool(_settle(retrying=retry_in is not None).run(alias(), **values))
+
+
+_DEFER = Statement(
+    {**_HELD, "delay": DurationField()},
+    lambda runs, s: (
+        _held(runs, s),
+        {"next_attempt_at": plus(s.now, s.delay), **_released(s.now)},
+    ),
+)
 
 
 @conflicts_retried
@@ -169,13 +229,7 @@ def defer(run: Run, owner: str, delay: timedelta) -> bool:
 
     Attempts and the failure stay as they were.
     """
-    at = now()
-    return bool(
-        runs()
-        .held_by(owner)
-        .filter(pk=run.pk)
-        .update(next_attempt_at=plus(at, delay), **_released(at))
-    )
+    return bool(_DEFER.run(alias(), run_id=run.pk, owner=owner, delay=delay))
 
 
 @conflicts_retried
@@ -186,11 +240,9 @@ def hold(run: Run, owner: str) -> bool:
     held run is live, R1) and waits for an operator's ``release``.
     """
     at = now()
+    held = Run.objects.using(alias()).held_by(owner).filter(pk=run.pk)
     return bool(
-        runs()
-        .held_by(owner)
-        .filter(pk=run.pk)
-        .update(
+        held.update(
             status=RunStatus.HELD,
             failure_code=FailureCode.INTERRUPTED,
             next_attempt_at=None,

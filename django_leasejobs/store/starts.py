@@ -4,22 +4,38 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
+from typing import Any, NamedTuple
 
-from django.db import IntegrityError, transaction
+from django.db import connections, transaction
+from django.db.models import Model
+from django.db.models import sql as orm
+from django.db.models.constants import OnConflict
+from django.utils import timezone
 
 from django_leasejobs.codec import encode, storable_text
 from django_leasejobs.exceptions import InvalidKey, LeaseJobsError
 from django_leasejobs.ids import new_id
 from django_leasejobs.models import INSTANCE_LENGTH, Run
+from django_leasejobs.policy import MAX_DELAY
 from django_leasejobs.querysets import live_key
 from django_leasejobs.registry import Job, get_job
 from django_leasejobs.states import LIVE_STATUSES, RunOrigin, RunStatus
 
-from .base import alias, conflicts_retried, create, runs
+from .base import CHANNEL, alias, conflicts_retried, notifies, now, runs
 from .cancels import free_expired_cancel
+from .compiled import Insert, Unnest, returns_rows
 
-__all__ = ["StartResult", "check_key", "start", "start_as"]
+__all__ = [
+    "Row",
+    "StartResult",
+    "check_key",
+    "check_run_after",
+    "insert",
+    "join",
+    "start",
+    "start_as",
+]
 
 logger = logging.getLogger("django_leasejobs")
 
@@ -38,7 +54,12 @@ class StartResult:
 
 
 def start(
-    job: str | Job, payload: Any = None, *, instance: str = "default", again: bool = False
+    job: str | Job,
+    payload: Any = None,
+    *,
+    instance: str = "default",
+    again: bool = False,
+    run_after: datetime | None = None,
 ) -> StartResult:
     """Start a run of *job*, or join the live one (SPEC R1).
 
@@ -55,6 +76,9 @@ def start(
         When joining, ask for one more run after the live one completes, with
         this call's payload (the "kick"). Any number of such joins collapse
         into one follow-up.
+    run_after:
+        An aware datetime: a new run is first due then, never earlier. At
+        most ten years ahead. A join ignores it.
 
     Returns
     -------
@@ -75,8 +99,16 @@ def start(
     InvalidKey
         *instance* is not a non-empty str of at most 200 storable characters
         (a ``ValueError``); nothing is written.
+    ValueError
+        *run_after* is naive, not a datetime, or more than ten years ahead.
+
+    ``start()`` writes on the caller's connection inside the caller's
+    transaction: a rollback undoes it, and no worker sees the run before the
+    caller commits.
     """
-    return start_as(RunOrigin.API, job, payload, instance=instance, again=again)
+    return start_as(
+        RunOrigin.API, job, payload, instance=instance, again=again, run_after=run_after
+    )
 
 
 @conflicts_retried
@@ -87,35 +119,115 @@ def start_as(
     *,
     instance: str = "default",
     again: bool = False,
+    run_after: datetime | None = None,
 ) -> StartResult:
     """:func:`start`, recording how the run began (``origin``, SPEC §2)."""
     spec = get_job(job)
     check_key("instance", instance, INSTANCE_LENGTH)
+    check_run_after(run_after)
     text = encode(payload, "payload")
     key = live_key(spec.name, instance)
-    using = alias()
-    conflict: IntegrityError | None = None
     for _ in range(START_ROUNDS):
-        run_id = new_id()
-        try:
-            # The unique live_key decides, inside the database, which of any
-            # number of concurrent callers inserts; the others land here.
-            with transaction.atomic(using=using):
-                create(run_id, job=spec.name, instance=instance, payload=text, origin=origin)
-        except IntegrityError as exc:
-            conflict = exc
-            joined = _join(key, text, again=again)
-            if joined is not None:
-                return StartResult(joined, joined=True)
-            continue  # The live run finished meanwhile: insert again.
-        return StartResult(runs().get(pk=run_id), joined=False)
+        # The unique live_key decides, inside the database, which of any number
+        # of concurrent callers inserts; the others join the run it holds.
+        row = Row(new_id(), instance, text, key)
+        inserted = insert(spec.name, origin, [row], run_after=run_after)
+        if inserted:
+            return StartResult(inserted[0], joined=False)
+        joined = join(key, text, again=again)
+        if joined is not None:
+            return StartResult(joined, joined=True)
+        # The live run finished between our insert and our read: insert again.
     raise LeaseJobsError(
         f"could not start or join a run of {spec.name!r} [{instance}]: "
         f"the insert kept conflicting and no live run was found"
-    ) from conflict
+    )
 
 
-def _join(key: str, payload: str, *, again: bool) -> Run | None:
+def check_run_after(run_after: object, name: str = "run_after") -> None:
+    """Refuse a ``run_after`` no run can be due at (§11): naive, not a datetime, too far."""
+    if run_after is None:
+        return
+    if not isinstance(run_after, datetime) or run_after.tzinfo is None:
+        raise ValueError(f"{name} must be an aware datetime, got {run_after!r}")
+    if run_after > timezone.now() + MAX_DELAY:
+        raise ValueError(f"{name} must be at most {MAX_DELAY.days} days ahead, got {run_after}")
+
+
+class Row(NamedTuple):
+    """What a new run is given: the rest is the model's defaults and the database's time."""
+
+    id: str
+    instance: str
+    payload: str
+    live_key: str
+
+
+_INSERT = Insert()
+_UNNEST = Unnest()
+
+
+def insert(
+    job: str, origin: RunOrigin, rows: list[Row], *, run_after: datetime | None = None
+) -> list[Run]:
+    """Insert *rows* as live runs, due now or at *run_after*; return those whose key was free.
+
+    One statement where the backend returns the inserted rows (PostgreSQL,
+    SQLite) -- for a batch, one whose parameters do not grow with it -- and
+    on PostgreSQL it also notifies waiting workers (W2) when a run went in:
+    at commit, so never for a rollback. On MariaDB one ``INSERT IGNORE`` of
+    the rows, then one read of those that went in.
+    """
+    using = alias()
+    deferred = run_after is not None
+    if not returns_rows(using):
+        return _insert_and_read(job, origin, rows, run_after)
+    values: dict[str, Any] = {"job": job, "origin": origin, "channel": CHANNEL}
+    values["run_after"] = run_after
+    notify = notifies(using) and not deferred
+    if len(rows) > 1 and _UNNEST.works(using):
+        return _UNNEST.run(using, values, rows, notify=notify, deferred=deferred)
+    for number, row in enumerate(rows):
+        values |= {f"{name}_{number}": value for name, value in row._asdict().items()}
+    return _INSERT.run(using, values, len(rows), notify=notify, deferred=deferred)
+
+
+def _insert_and_read(
+    job: str, origin: RunOrigin, rows: list[Row], run_after: datetime | None
+) -> list[Run]:
+    at = now()
+    objects: list[Model] = [
+        Run(
+            id=row.id,
+            job=job,
+            instance=row.instance,
+            origin=origin,
+            payload=row.payload,
+            started_at=at,
+            updated_at=at,
+            next_attempt_at=run_after if run_after is not None else at,
+            live_key=row.live_key,
+        )
+        for row in rows
+    ]
+    # MariaDB: the values are checked already, so IGNORE can only skip a taken
+    # key. The INSERT is bulk_create(ignore_conflicts=True)'s own, sent here
+    # only to learn how many rows went in: none, and there is nothing to read.
+    using = alias()
+    query = orm.InsertQuery(Run, on_conflict=OnConflict.IGNORE)
+    query.insert_values(Run._meta.concrete_fields, objects)
+    went_in = 0
+    with connections[using].cursor() as cursor:
+        for sql, params in query.get_compiler(using).as_sql():
+            with transaction.mark_for_rollback_on_error(using=using):
+                cursor.execute(sql, params)
+            went_in += cursor.rowcount
+    if not went_in:
+        return []
+    return list(runs().filter(pk__in=[row.id for row in rows]))
+
+
+def join(key: str, payload: str, *, again: bool) -> Run | None:
     """Join the run holding *key*, kicking it when asked; ``None`` if none holds it now."""
     live = runs().filter(live_key=key).first()
     if live is None:

@@ -9,7 +9,7 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from django_leasejobs.driver import DriveReport, run_due_jobs
+from django_leasejobs.driver import DriveReport, drive_for, run_due_jobs
 from django_leasejobs.management.arguments import quantity, registered_job, whole_number
 from django_leasejobs.management.base import LeaseJobsCommand
 from django_leasejobs.worker import Worker
@@ -17,6 +17,7 @@ from django_leasejobs.worker import Worker
 valid_positive_int = whole_number(1)
 valid_interval = quantity("seconds", most=86400, zero_ok=False)
 valid_stop_timeout = quantity("seconds", most=86400, zero_ok=True)
+valid_max_seconds = quantity("seconds", most=86400, zero_ok=False)
 
 
 class Command(LeaseJobsCommand):
@@ -50,6 +51,17 @@ class Command(LeaseJobsCommand):
             help="Only drive this job; repeat for several (default: every registered job).",
         )
         parser.add_argument(
+            "--max-seconds",
+            type=valid_max_seconds,
+            default=None,
+            metavar="S",
+            help=(
+                "One-shot: drive again while the last drive did work, and exit at the first "
+                "drive that finds nothing due or once S seconds have passed, with the combined "
+                "report (W3). For cron: --max-seconds 55 each minute."
+            ),
+        )
+        parser.add_argument(
             "--loop",
             action="store_true",
             help="Keep driving until SIGTERM/SIGINT, which stops after the pass in flight.",
@@ -58,7 +70,11 @@ class Command(LeaseJobsCommand):
             "--interval",
             type=valid_interval,
             default=5.0,
-            help="Seconds between drives with --loop (default: %(default)r).",
+            help=(
+                "With --loop: seconds to rest after a drive that found nothing due, unless a "
+                "notification of new work comes first (PostgreSQL); a drive that did work is "
+                "followed by the next at once (default: %(default)r)."
+            ),
         )
         parser.add_argument(
             "--stop-timeout",
@@ -78,6 +94,8 @@ class Command(LeaseJobsCommand):
             "max_passes": options["max_passes"],
             "jobs": options["jobs"],
         }
+        if options["loop"] and options["max_seconds"] is not None:
+            raise CommandError("--max-seconds bounds a one-shot run; --loop keeps driving")
         if options["loop"]:
             worker = Worker(
                 interval=options["interval"],
@@ -87,7 +105,10 @@ class Command(LeaseJobsCommand):
             )
             worker.run()
             return
-        report = run_due_jobs(**drive)
+        if options["max_seconds"] is None:
+            report = run_due_jobs(**drive)
+        else:
+            report = drive_for(options["max_seconds"], **drive)
         self._print(report)
         if report.aborted:
             raise CommandError(f"the drive stopped early: {report.aborted}")

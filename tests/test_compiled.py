@@ -1,0 +1,187 @@
+"""SPEC §13: a compiled statement sends exactly what ``QuerySet.update()`` would send.
+
+Each hot statement of the store is compiled once and bound per call
+(``store/compiled.py``). These tests run every shape both ways on the
+database under test -- once as the compiled statement, once as the
+``QuerySet.update()`` (or ``bulk_create()``) it stands for, with the same
+values -- and compare the SQL each sent, parameters interpolated, as the
+backend logged it. Under the database clock and under a test clock, since the
+two compile ``now`` differently.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from django_leasejobs import start, start_many
+from django_leasejobs.models import Run
+from django_leasejobs.states import RunOrigin
+from django_leasejobs.store import claims, outcomes
+from django_leasejobs.store.compiled import Slots, Statement, Unnest, returns_rows
+from django_leasejobs.store.starts import _INSERT, Row, insert
+
+pytestmark = pytest.mark.django_db
+
+LEASE = timedelta(seconds=30)
+FIELDS = [field.attname for field in Run._meta.concrete_fields]
+
+HELD = {"run_id": "01HZZZZZZZZZZZZZZZZZZZZZZZ", "owner": "owner-token-1"}
+CLAIM = {**HELD, "lease": LEASE, "holder": "host:1:2:abc"}
+
+#: Every statement shape the store compiles, with values a pass could bind.
+SHAPES: list[tuple[str, Statement, dict[str, object]]] = [
+    ("claim", claims.CLAIM[False], CLAIM),
+    ("takeover", claims.CLAIM[True], CLAIM),
+    ("begin", claims.BEGIN, {**HELD, "margin": LEASE / 4}),
+    ("renew", outcomes._renewal(with_step=False), {**HELD, "lease": LEASE}),
+    ("renew+step", outcomes._renewal(with_step=True), {**HELD, "lease": LEASE}),
+    ("defer", outcomes._DEFER, {**HELD, "delay": timedelta(minutes=5)}),
+    *(
+        (
+            f"settle retrying={retrying}",
+            outcomes._settle(retrying=retrying),
+            {
+                **HELD,
+                "attempts": 2,
+                "failure_code": "exception",
+                "error": "ValueError: 'quoted' \\ and %s",
+                "retry_in": timedelta(seconds=7) if retrying else None,
+            },
+        )
+        for retrying in (False, True)
+    ),
+    *(
+        (
+            f"commit {flags}",
+            outcomes._commit(**dict(zip(_names, flags, strict=True))),
+            {**HELD, "cursor": '{"page":3}', "counters": '{"seen":9}', "total": 120},
+        )
+        for _names in [("done", "quiet", "total", "drop_steps", "no_cursor")]
+        for flags in itertools.product((False, True), repeat=5)
+    ),
+]
+
+
+def _sent(action) -> str:
+    """The one data statement *action* sent, as the backend logged it."""
+    with CaptureQueriesContext(connection) as captured:
+        action()
+    (query,) = [q["sql"] for q in captured.captured_queries if q["sql"] is not None]
+    return query
+
+
+def _update_sent(statement: Statement, values: dict[str, object]) -> str:
+    queryset, update = statement.queryset("default", **values)
+    return _sent(lambda: queryset.update(**update))
+
+
+@pytest.fixture(params=["database clock", "test clock"])
+def clock(request):
+    if request.param == "test clock":
+        request.getfixturevalue("frozen_clock")
+
+
+@pytest.mark.usefixtures("clock")
+@pytest.mark.parametrize(("name", "statement", "values"), SHAPES, ids=[s[0] for s in SHAPES])
+def test_s13_a_compiled_update_sends_what_queryset_update_sends(name, statement, values):
+    compiled = _sent(lambda: statement.run("default", **values))
+    assert compiled == _update_sent(statement, values)
+
+
+@pytest.mark.usefixtures("clock")
+@pytest.mark.parametrize("takeover", [False, True])
+def test_s13_a_claim_that_returns_its_row_is_the_update_plus_returning(takeover):
+    statement = claims.CLAIM[takeover]
+    if not returns_rows("default"):
+        # MariaDB cannot return updated rows: its claim is the UPDATE, then a read.
+        with CaptureQueriesContext(connection) as captured:
+            claims.take(CLAIM["run_id"], CLAIM["owner"], LEASE, CLAIM["holder"], takeover=takeover)
+        sent = [q["sql"] for q in captured.captured_queries]
+        assert sent == [_update_sent(statement, CLAIM)]  # lost: nothing to read back
+        return
+    fetched = _sent(lambda: statement.fetch("default", **CLAIM))
+    update, returning = fetched.split(" RETURNING ")
+    assert update == _update_sent(statement, CLAIM)
+    # RETURNING lists the run's columns as Django's own SELECT of a run does.
+    select = str(Run.objects.all().query).split(" FROM ")[0].removeprefix("SELECT ")
+    assert returning == select
+
+
+def test_s13_a_claim_returns_the_run_as_a_queryset_reads_it(frozen_clock):
+    run = start("tests.walk", {"n": 1}).run
+    values = {**CLAIM, "run_id": run.pk}
+    if returns_rows("default"):
+        claimed = claims.CLAIM[False].fetch("default", **values)
+    else:
+        assert claims.CLAIM[False].run("default", **values)
+        claimed = Run.objects.get(pk=run.pk)
+    stored = Run.objects.get(pk=run.pk)
+    assert [getattr(claimed, f) for f in FIELDS] == [getattr(stored, f) for f in FIELDS]
+    assert claimed.lease_owner == CLAIM["owner"]
+    assert claimed._state.adding is False
+
+
+def _rows(prefix: str, count: int) -> list[Row]:
+    return [
+        Row(f"01J{prefix}{n:020d}", f"{prefix}{n}", f'{{"n":{n}}}', f"tests.walk|{prefix}{n}")
+        for n in range(count)
+    ]
+
+
+@pytest.mark.usefixtures("clock")
+@pytest.mark.parametrize("deferred", [False, True], ids=["due now", "run_after"])
+def test_s13_a_compiled_insert_sends_what_bulk_create_sends(deferred, frozen_clock):
+    rows = _rows("i", 3)
+    run_after = frozen_clock.now() + timedelta(hours=1) if deferred else None
+    values: dict[str, object] = {"job": "tests.walk", "origin": "api", "run_after": run_after}
+    for number, row in enumerate(rows):
+        values |= {f"{name}_{number}": value for name, value in row._asdict().items()}
+    objects = _INSERT.objects(
+        len(rows), Slots(_INSERT.fields(len(rows)), values), deferred=deferred
+    )
+    by_orm = _sent(lambda: Run.objects.bulk_create(objects, ignore_conflicts=True))
+    Run.objects.all().delete()
+    if not returns_rows("default"):
+        # MariaDB inserts through bulk_create() itself (INSERT IGNORE), then reads.
+        with CaptureQueriesContext(connection) as captured:
+            insert("tests.walk", RunOrigin.API, rows, run_after=run_after)
+        assert captured.captured_queries[0]["sql"] == by_orm
+        assert len(captured.captured_queries) == 2
+        return
+    inserted = _sent(
+        lambda: _INSERT.run("default", values, len(rows), notify=False, deferred=deferred)
+    )
+    assert inserted.split(" RETURNING ")[0] == by_orm
+
+
+def test_w2_the_notifying_insert_is_the_same_insert_inside_a_cte():
+    if connection.vendor != "postgresql":
+        # W2: SQLite and MariaDB poll; nothing they send notifies.
+        with CaptureQueriesContext(connection) as captured:
+            start("tests.walk", instance="quiet")
+        assert captured.captured_queries  # what it sent ...
+        assert not [q for q in captured.captured_queries if "notify" in q["sql"].lower()]
+        return
+    plain = _INSERT.compiled("default", 1, notify=False, deferred=False).sql
+    notifying = _INSERT.compiled("default", 1, notify=True, deferred=False).sql
+    assert notifying == f"WITH new_run AS ({plain}) SELECT *, pg_notify(%s, '') FROM new_run"
+
+
+def test_s13_a_batch_insert_writes_the_rows_one_by_one_inserts_write(frozen_clock):
+    """Unnest (arrays / JSON; MariaDB's bulk_create) against start()'s: every column alike."""
+    one_by_one = [start("tests.walk", {"n": n}, instance=f"one{n}").run for n in range(3)]
+    batch = [r.run for r in start_many("tests.walk", [(f"many{n}", {"n": n}) for n in range(3)])]
+    per_row = set(Unnest.PER_ROW)
+    for alone, among in zip(one_by_one, batch, strict=True):
+        single, batched = Run.objects.get(pk=alone.pk), Run.objects.get(pk=among.pk)
+        for field in FIELDS:
+            if field not in per_row:
+                assert getattr(single, field) == getattr(batched, field), field
+        assert batched.payload == single.payload
+        assert re.fullmatch(r"tests\.walk\|many\d", batched.live_key)
