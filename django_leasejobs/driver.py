@@ -22,6 +22,7 @@ from .errors import connection_lost, describe, one_line
 from .execute import Outcome, drive_run
 from .holder import current_holder, is_gone
 from .models import Run
+from .pacing import Claims, pace
 from .reading import stranded
 from .registry import Job, registry
 from .states import PassOutcome
@@ -122,6 +123,38 @@ def _snapshot(jobs: Iterable[Job], scan_max: int) -> list[DueKey]:
     return [DueKey(run_id, job, bool(began)) for run_id, job, began in rows]
 
 
+def _fire_schedules(using: str, jobs: set[str] | None, report: DriveReport) -> None:
+    """D6: fire the due schedules (of *jobs*); each problem is reported, never raised."""
+    now = get_clock().now(using)
+    for problem in schedules.drive_schedules(now, jobs):
+        report.errors.append(Note("", f"schedule {problem.job!r}: {problem.text}"))
+
+
+def _registered(jobs: Iterable[str] | None) -> list[Job]:
+    """The jobs to drive: *jobs*, or every one registered; an unknown name is refused."""
+    if jobs is None:
+        return list(registry)
+    wanted = set(jobs)
+    specs = [spec for spec in registry if spec.name in wanted]
+    unknown = wanted - {spec.name for spec in specs}
+    if unknown:
+        registry.get(sorted(unknown)[0])  # raises JobNotRegistered, listing the jobs
+    return specs
+
+
+def _fresh(keys: list[DueKey], start: int, spec: Job, most: int) -> list[str]:
+    """Up to *most* ids of *spec*'s runs from *start* on, in a row, none a takeover (L3).
+
+    What a drive may claim ahead in one statement: a takeover is claimed alone.
+    """
+    ids = []
+    for key in keys[start : start + most]:
+        if key.job != spec.name or key.took_over:
+            break
+        ids.append(key.id)
+    return ids
+
+
 def _away(position: int, length: int) -> int:
     """Where to go on in the snapshot after a lost claim at ``position - 1``.
 
@@ -133,7 +166,7 @@ def _away(position: int, length: int) -> int:
     (and the next snapshot reads any it left).
     """
     rest = length - position
-    return min(length, position + 1 + random.randrange(max(1, rest // 2)))
+    return position + random.randrange(rest // 2) if rest > 1 else position
 
 
 def _release_dead_holders(jobs: Iterable[Job], scan_max: int, report: DriveReport) -> None:
@@ -202,37 +235,40 @@ def run_due_jobs(
     if limit < 1 or max_passes < 1:
         raise ValueError("limit and max_passes must be at least 1")
     stop = stop or (lambda: False)
-    if jobs is None:
-        specs = list(registry)
-    else:
-        wanted = set(jobs)
-        specs = [spec for spec in registry if spec.name in wanted]
-        unknown = wanted - {spec.name for spec in specs}
-        if unknown:
-            registry.get(sorted(unknown)[0])  # raises JobNotRegistered, listing the jobs
+    specs = _registered(jobs)
     by_name = {spec.name: spec for spec in specs}
 
     report = DriveReport()
     using = router.db_for_write(Run)
     # D6: schedules first, so a due time fired now is driven in this drive.
-    now = get_clock().now(using)
-    for problem in schedules.drive_schedules(now, None if jobs is None else set(by_name)):
-        report.errors.append(Note("", f"schedule {problem.job!r}: {problem.text}"))
+    _fire_schedules(using, None if jobs is None else set(by_name), report)
     _release_dead_holders(specs, conf.SCAN_MAX, report)
     keys = _snapshot(specs, conf.SCAN_MAX)
+    claims = Claims()  # runs claimed ahead of their turn, while passes are short (§13)
     position = 0
     while position < len(keys) and report.attempted < limit and not stop():
         key = keys[position]
         position += 1
+        spec = by_name[key.job]
         try:
+            most = min(pace.batch(spec), limit - report.attempted)
+            claimed, lost = claims.turn(key.id, _fresh(keys, position - 1, spec, most), spec)
+            if lost:
+                if not claims:  # the batch won nothing: another worker is on this stretch
+                    position = _away(position, len(keys))
+                continue
+            started = time.monotonic()
             outcomes = drive_run(
                 key.id,
-                by_name[key.job],
+                spec,
                 took_over=key.took_over,
                 max_passes=max_passes,
                 stop=stop,
                 interrupt=interrupt,
+                claimed=claimed,
             )
+            if outcomes:
+                pace.observe(spec.name, time.monotonic() - started)
         except DatabaseError as exc:
             report.errors.append(Note(key.id, describe(exc)))
             if connection_lost(using):
@@ -251,6 +287,8 @@ def run_due_jobs(
         report.attempted += bool(outcomes)
         for outcome in outcomes:
             report.tally(key.id, outcome)
+    if not report.aborted:
+        claims.give_back()
     _housekeeping(report)
     logger.debug("Drive finished %s", report.summary())
     return report

@@ -32,7 +32,7 @@ from .states import FailureCode, PassOutcome, RunStatus
 if TYPE_CHECKING:
     from .registry import Job
 
-__all__ = ["Outcome", "drive_run"]
+__all__ = ["Claimed", "Outcome", "drive_run"]
 
 logger = logging.getLogger("django_leasejobs")
 
@@ -47,6 +47,18 @@ class Outcome:
 
 
 SUPERSEDED = Outcome(PassOutcome.SUPERSEDED)
+
+
+class Claimed(NamedTuple):
+    """A claim the drive made ahead of the run's turn (:mod:`.pacing`): the first pass's start.
+
+    ``found`` is the run as claimed, or the :class:`UnreadableRow` it could
+    not be read back as; ``countdown`` has counted since that claim was sent.
+    """
+
+    found: Run | UnreadableRow
+    owner: str
+    countdown: Countdown
 
 
 class Ending(NamedTuple):
@@ -64,18 +76,26 @@ def drive_run(
     max_passes: int,
     stop: Callable[[], bool],
     interrupt: Callable[[], bool] | None = None,
+    claimed: Claimed | None = None,
 ) -> list[Outcome]:
     """Run up to *max_passes* passes of one run; return each pass's outcome (D3).
 
     An empty list means the claim was lost: another drive has the run. Each
     pass claims afresh under a new owner token and reads back what the last
-    one committed.
+    one committed -- but the first, when the drive *claimed* it ahead.
     """
     outcomes: list[Outcome] = []
     for number in range(max_passes):
         if number and stop():
             break
-        outcome = _one_pass(run_id, spec, took_over=took_over and number == 0, interrupt=interrupt)
+        first = number == 0
+        outcome = _one_pass(
+            run_id,
+            spec,
+            took_over=took_over and first,
+            interrupt=interrupt,
+            claimed=claimed if first else None,
+        )
         if outcome is None:
             break
         outcomes.append(outcome)
@@ -85,18 +105,30 @@ def drive_run(
 
 
 def _one_pass(
-    run_id: str, spec: Job, *, took_over: bool, interrupt: Callable[[], bool] | None
+    run_id: str,
+    spec: Job,
+    *,
+    took_over: bool,
+    interrupt: Callable[[], bool] | None,
+    claimed: Claimed | None,
 ) -> Outcome | None:
-    owner = new_owner()
-    # Counted from before the claim is sent: the round trip counts against us (L1).
-    countdown = Countdown(spec.effective_lease, Countdown.now())
     unreadable: UnreadableRow | None = None
-    try:
-        run = store.take(run_id, owner, countdown.lease, current_holder(), takeover=took_over)
-    except UnreadableRow as exc:
-        unreadable, run = exc, exc.run
-    if run is None:
-        return None
+    if claimed is None:
+        owner = new_owner()
+        # Counted from before the claim is sent: the round trip counts against us (L1).
+        countdown = Countdown(spec.effective_lease, Countdown.now())
+        try:
+            run = store.take(run_id, owner, countdown.lease, current_holder(), takeover=took_over)
+        except UnreadableRow as exc:
+            unreadable, run = exc, exc.run
+        if run is None:
+            return None
+    else:
+        owner, countdown = claimed.owner, claimed.countdown
+        if isinstance(claimed.found, UnreadableRow):
+            unreadable, run = claimed.found, claimed.found.run
+        else:
+            run = claimed.found
     if took_over:
         # The claim charged the interrupted pass one attempt (L3).
         if not spec.safe_to_repeat:

@@ -70,6 +70,10 @@ class RunQuerySet(models.QuerySet["Run"]):
         """The run *owner* holds, if it still does: the fence of every pass write (L6)."""
         return self.filter(status=RunStatus.RUNNING, lease_owner=owner)
 
+    def held_by_any(self, owners: list[str]) -> RunQuerySet:
+        """The runs any of *owners* holds: claims made together, each under its own token."""
+        return self.filter(status=RunStatus.RUNNING, lease_owner__in=owners)
+
     def never_due(self) -> RunQuerySet:
         """``running`` runs with no ``next_attempt_at``: no drive will reach them (§11).
 

@@ -76,3 +76,14 @@ def worker_clock(monkeypatch):
     clock = WorkerClock()
     monkeypatch.setattr("time.monotonic", clock)
     return clock
+
+
+@pytest.fixture(autouse=True)
+def _unpaced():
+    """Each test starts with no pass times known, so no drive claims ahead until it has
+    seen a job's passes (django_leasejobs.pacing): statement counts stay the test's own."""
+    from django_leasejobs.pacing import pace
+
+    pace.forget()
+    yield
+    pace.forget()

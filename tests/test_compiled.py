@@ -22,7 +22,7 @@ from django.test.utils import CaptureQueriesContext
 from django_leasejobs import start, start_many
 from django_leasejobs.models import Run
 from django_leasejobs.states import RunOrigin
-from django_leasejobs.store import claims, outcomes
+from django_leasejobs.store import ahead, claims, outcomes
 from django_leasejobs.store.compiled import Slots, Statement, Unnest, returns_rows
 from django_leasejobs.store.starts import _INSERT, Row, insert
 
@@ -30,6 +30,7 @@ pytestmark = pytest.mark.django_db
 
 LEASE = timedelta(seconds=30)
 FIELDS = [field.attname for field in Run._meta.concrete_fields]
+STEP = ["run_id", "name", "result", "attempts", "last_error", "recorded_at"]
 
 HELD = {"run_id": "01HZZZZZZZZZZZZZZZZZZZZZZZ", "owner": "owner-token-1"}
 CLAIM = {**HELD, "lease": LEASE, "holder": "host:1:2:abc"}
@@ -39,6 +40,12 @@ SHAPES: list[tuple[str, Statement, dict[str, object]]] = [
     ("claim", claims.CLAIM[False], CLAIM),
     ("takeover", claims.CLAIM[True], CLAIM),
     ("begin", claims.BEGIN, {**HELD, "margin": LEASE / 4}),
+    (
+        "claim ahead",
+        ahead._claim_ahead(3),
+        {"run_0": "01J0", "run_1": "01J1", "run_2": "01J2", "prefix": "PREFIX0001"}
+        | {"lease": LEASE, "holder": "host:1:2:abc"},
+    ),
     ("renew", outcomes._renewal(with_step=False), {**HELD, "lease": LEASE}),
     ("renew+step", outcomes._renewal(with_step=True), {**HELD, "lease": LEASE}),
     ("defer", outcomes._DEFER, {**HELD, "delay": timedelta(minutes=5)}),
@@ -185,3 +192,46 @@ def test_s13_a_batch_insert_writes_the_rows_one_by_one_inserts_write(frozen_cloc
                 assert getattr(single, field) == getattr(batched, field), field
         assert batched.payload == single.payload
         assert re.fullmatch(r"tests\.walk\|many\d", batched.live_key)
+
+
+@pytest.mark.usefixtures("clock")
+@pytest.mark.parametrize("exists", [False, True], ids=["new step", "retried step"])
+def test_s13_a_step_record_sends_the_renewal_and_the_orms_record(exists):
+    """R5 + L7: on PostgreSQL one statement carrying both; elsewhere the same two, in turn."""
+    from django_leasejobs.models import Step
+    from django_leasejobs.store.outcomes import _STEP, record_step
+
+    run = start("tests.walk", instance="steps").run
+    assert claims.claim(run.pk, HELD["owner"], LEASE, "host:1:2:abc", takeover=False)
+    values = {**HELD, "run_id": run.pk, "lease": LEASE, "name": "fetch", "result": '{"a":1}'}
+    values |= {"attempts": 2, "error": "", "exists": exists}
+    if exists:
+        Step.objects.create(run_id=run.pk, name="fetch", attempts=1, recorded_at=run.started_at)
+    renewal = _update_sent(_STEP.renewal, values)
+    record = _STEP.record("default", exists=exists, values=values)
+    if exists:
+        queryset, update = record
+        by_orm = _sent(lambda: queryset.update(**update))
+    else:
+        by_orm = _sent(lambda: Step.objects.create(**{f: getattr(record, f) for f in STEP}))
+        Step.objects.filter(run_id=run.pk).delete()
+    arguments = {k: v for k, v in values.items() if k not in ("run_id", "owner", "exists")}
+    with CaptureQueriesContext(connection) as captured:
+        record_step(run.pk, HELD["owner"], exists=exists, **arguments)
+    sent = [q["sql"] for q in captured.captured_queries if not q["sql"].startswith("SAVEPOINT")]
+    sent = [sql for sql in sent if not sql.startswith("RELEASE SAVEPOINT")]
+    if connection.vendor != "postgresql":
+        assert sent == [renewal, by_orm]
+        return
+    (carried,) = sent
+    by_orm = by_orm.split(" RETURNING ")[0]  # the id of a created step: not needed here
+    head, tail = by_orm.split(" VALUES (", 1) if not exists else (by_orm, "")
+    recorded = (
+        f"{by_orm} AND EXISTS (SELECT 1 FROM renewed)"
+        if exists
+        else f"{head} SELECT {tail.removesuffix(')')} FROM renewed"
+    )
+    assert carried == (
+        f"WITH renewed AS ({renewal} RETURNING 1), recorded AS ({recorded}) "
+        "SELECT count(*) FROM renewed"
+    )

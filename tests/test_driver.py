@@ -219,6 +219,12 @@ def one_pass():
     return claim_and_read() + 2
 
 
+def one_step():
+    """R5 + L7: a step's renewal and record -- one statement on PostgreSQL, which carries
+    the record in the renewal's CTE; elsewhere a transaction of the two."""
+    return 1 if connection.vendor == "postgresql" else 2
+
+
 @pytest.fixture
 def warm(drive):
     """One drive first, so the schedule rows of tests/jobs.py exist (S1 creates them once)."""
@@ -251,11 +257,11 @@ def test_budget_a_finishing_pass_with_steps_reads_nothing_back(define, drive, wa
     start(spec)
     with CaptureQueriesContext(connection) as queries:
         drive(spec)
-    # +2 for the step, +1 to drop the ledger; no read of the kick flag
-    assert len(statements(queries)) == DRIVE + one_pass() + 2 + 1, statements(queries)
+    # + the step, +1 to drop the ledger; no read of the kick flag
+    assert len(statements(queries)) == DRIVE + one_pass() + one_step() + 1, statements(queries)
 
 
-def test_budget_each_new_step_costs_one_transaction_of_two_statements(define, drive, warm):
+def test_budget_each_new_step_costs_one_short_transaction(define, drive, warm):
     steps = 3
 
     def handler(p):
@@ -267,8 +273,9 @@ def test_budget_each_new_step_costs_one_transaction_of_two_statements(define, dr
     start(spec)
     with CaptureQueriesContext(connection) as queries:
         drive(spec)
-    # as above, +2 per step (renew + record), +1 to drop the ledger at commit
-    assert len(statements(queries)) == DRIVE + one_pass() + 2 * steps + 1, statements(queries)
+    # as above, + each step (renew + record), +1 to drop the ledger at commit
+    expected = DRIVE + one_pass() + steps * one_step() + 1
+    assert len(statements(queries)) == expected, statements(queries)
 
 
 # -- §11 stranded rows ---
@@ -315,8 +322,9 @@ def test_d1_after_a_lost_claim_the_drive_moves_on_and_the_next_drive_takes_the_r
         return take(run_id, *args, **kwargs)
 
     monkeypatch.setattr(store, "take", take_but_lose_the_first)
+    monkeypatch.setattr("django_leasejobs.driver.random.randrange", lambda n: 5)
     first = drive(spec)
-    assert first.attempted < 29  # it stepped over some of the runs behind the lost one
+    assert first.attempted == 29 - 5  # it stepped over five of the runs behind the lost one
     monkeypatch.setattr(store, "take", take)
     while drive(spec).attempted:
         pass

@@ -59,3 +59,21 @@ def test_l2_l6_four_workers_never_overlap_on_a_run_and_counters_are_exact():
     assert len(effects) == RUNS * PASSES * STEPS
     assert set(effects.values()) == {1}  # no step body ran twice
     assert len({log.pid for log in PassLog.objects.all()}) > 1  # the work was really shared
+
+
+def test_l2_l4_short_passes_claimed_ahead_by_four_workers_each_run_once():
+    # No-op passes: each worker soon claims runs ahead of their turn, ten in one
+    # statement (django_leasejobs.pacing). Each run must still be run once.
+    payload = {"passes": 1, "steps": 0}
+    runs = [start("tests.counted_walk", payload, instance=f"q{n}").run for n in range(400)]
+
+    totals = run_together("tests.processes.drain", WORKERS, "tests.counted_walk", 240.0)
+
+    assert sum(t["completed"] for t in totals) == len(runs)
+    assert Run.objects.filter(job="tests.counted_walk", status=RunStatus.DONE).count() == len(runs)
+    passes = defaultdict(int)
+    for run_id in PassLog.objects.values_list("run_id", flat=True):
+        passes[run_id] += 1
+    assert len(passes) == len(runs)
+    assert set(passes.values()) == {1}  # no pass ran twice, none was lost
+    assert len(set(PassLog.objects.values_list("pid", flat=True))) > 1

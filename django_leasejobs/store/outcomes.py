@@ -14,7 +14,7 @@ from datetime import timedelta
 from functools import cache
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connections, transaction
 from django.db.models import DurationField
 
 from django_leasejobs.clock import plus
@@ -23,7 +23,7 @@ from django_leasejobs.querysets import RunQuerySet
 from django_leasejobs.states import FailureCode, RunStatus
 
 from .base import alias, conflicts_retried, finished, follow_up, now
-from .compiled import AS_IS, KEY, Slots, Statement
+from .compiled import AS_IS, KEY, Carried, Slots, Statement
 
 __all__ = ["commit", "defer", "hold", "record_step", "renew", "settle"]
 
@@ -57,6 +57,14 @@ def renew(run_id: str, owner: str, lease: timedelta) -> bool:
     return bool(_renewal(with_step=False).run(alias(), run_id=run_id, owner=owner, lease=lease))
 
 
+#: R5 + L7 on PostgreSQL: a step's record carried by its renewal, one statement.
+_STEP = Carried(
+    _renewal(with_step=True),
+    {**_HELD, "lease": DurationField(), "name": KEY, "result": AS_IS, "attempts": AS_IS}
+    | {"error": AS_IS},
+)
+
+
 @conflicts_retried
 def record_step(
     run_id: str,
@@ -76,6 +84,14 @@ def record_step(
     read the ledger once), so this is an UPDATE or an INSERT, never both.
     """
     using = alias()
+    if connections[using].vendor == "postgresql":
+        # One statement: the record rides in the renewal's CTE (see Carried).
+        values = {"run_id": run_id, "owner": owner, "lease": lease, "name": name}
+        values |= {"result": result, "attempts": attempts, "error": error}
+        try:
+            return _STEP.run(using, exists=exists, **values)
+        except IntegrityError:
+            return False  # as below
     try:
         with transaction.atomic(using=using):
             renewal = _renewal(with_step=True)
