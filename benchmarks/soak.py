@@ -5,7 +5,8 @@
 
 For each database and DEBUG setting, one ``Worker`` (what ``manage.py
 rundueJobs --loop`` runs) drives ``bench.noop`` runs in-process, one
-``drive_once()`` after another, while the loop keeps ~500 due runs topped up
+``turn()`` after another (a drive, then what the LISTEN connection heard
+meanwhile, on PostgreSQL), while the loop keeps ~500 due runs topped up
 between drives, until ``--passes`` passes have completed. RSS (``VmRSS``) is
 read after the first 1 000 passes (the baseline: imports, connection and
 caches are warm by then) and every 1 000 passes after it. The verdict is PASS
@@ -141,8 +142,9 @@ def main(args: argparse.Namespace) -> int:
                     f"| {mib(rss[-1])} | {mib(max(rss))} | {growth:+.1f} % | {outcome} |"
                 )
                 log = str(result["max_query_log"]) if debug else "-"
+                listened = "yes" if result.get("listening") else "no (polls)"
                 details.append(
-                    f"| {database} | {flag} | {result['seconds']:.0f} "
+                    f"| {database} | {flag} | {listened} | {result['seconds']:.0f} "
                     f"| {result['passes'] / result['seconds']:,.0f} | {result['purged']:,} "
                     f"| {log} | {len(result['outages'])} | {' '.join(mib(kib) for kib in rss)} |"
                 )
@@ -176,8 +178,10 @@ def main(args: argparse.Namespace) -> int:
         "",
         *machine_info(server_versions),
         "",
-        f"One in-process `Worker(interval=0, limit={DRIVE_LIMIT}, jobs=[{JOB!r}])` calling "
-        f"`drive_once()` until the passes completed, ~{BACKLOG} due no-op runs topped up "
+        f"One in-process `Worker(interval=0, limit={DRIVE_LIMIT}, jobs=[{JOB!r}])` with its "
+        f"LISTEN connection open (PostgreSQL), calling `turn()` -- a drive, then reading the "
+        f"notifications that came meanwhile, as `rundueJobs --loop` does -- until the passes "
+        f"completed, ~{BACKLOG} due no-op runs topped up with `start_many()` (which notifies) "
         f"between drives. Finished runs deleted every {PURGE_EVERY:,} passes so table growth "
         f"does not count. RSS = VmRSS after `gc.collect()`; baseline after the first "
         f"{SAMPLE_EVERY:,} passes; PASS when final and max are at most "
@@ -188,9 +192,9 @@ def main(args: argparse.Namespace) -> int:
         "|---|---|---|---|---|---|---|---|",
         *rows,
         "",
-        "| database | DEBUG | seconds | passes/s | done runs deleted | largest query log "
-        "| outages | RSS every 1 000 passes (MiB) |",
-        "|---|---|---|---|---|---|---|---|",
+        "| database | DEBUG | LISTEN | seconds | passes/s | done runs deleted "
+        "| largest query log | outages | RSS every 1 000 passes (MiB) |",
+        "|---|---|---|---|---|---|---|---|---|",
         *details,
         *(["", *extra] if extra else []),
         "",
@@ -233,38 +237,16 @@ class Feeder:
         self.purged = 0
 
     def top_up(self) -> None:
-        from datetime import timedelta
-
-        from django.utils import timezone
-
-        from django_leasejobs.ids import new_id
+        from django_leasejobs import start_many
         from django_leasejobs.models import Run
-        from django_leasejobs.querysets import live_key
         from django_leasejobs.states import RunStatus
 
         missing = BACKLOG - Run.objects.filter(job=JOB, status=RunStatus.RUNNING).count()
         if missing <= 0:
             return
-        # A second in the past, so the runs are due by the database's clock too
-        # (the due read compares with the server's "now", not this process's).
-        due = timezone.now() - timedelta(seconds=1)
-        runs = []
-        for _ in range(missing):
-            instance = str(next(self.instances))
-            runs.append(
-                Run(
-                    id=new_id(),
-                    job=JOB,
-                    instance=instance,
-                    payload="null",
-                    status=RunStatus.RUNNING,
-                    started_at=due,
-                    updated_at=due,
-                    next_attempt_at=due,
-                    live_key=live_key(JOB, instance),
-                )
-            )
-        Run.objects.bulk_create(runs, batch_size=BACKLOG)
+        # start_many, as an application would: due by the database's clock, and
+        # on PostgreSQL a NOTIFY for the worker's LISTEN connection to read.
+        start_many(JOB, [(str(next(self.instances)), None) for _ in range(missing)])
 
     def purge(self) -> None:
         from django.db import connection
@@ -331,7 +313,11 @@ def soak(passes: int, debug: bool, trace: bool) -> dict[str, Any]:
     # Set at run time rather than in settings.py: the query log is checked per
     # cursor (settings.DEBUG), and drain.py's timings need DEBUG off.
     settings.DEBUG = debug
+    # interval=0: a turn that finds nothing due does not wait. The LISTEN
+    # connection is open, as under rundueJobs --loop (W2, PostgreSQL): each
+    # turn reads what the feeder's starts notified.
     worker = Worker(interval=0, limit=DRIVE_LIMIT, jobs=[JOB])
+    worker.listen()
     feeder = Feeder()
     samples: list[tuple[int, int]] = []
     notes: list[str] = []
@@ -349,7 +335,7 @@ def soak(passes: int, debug: bool, trace: bool) -> dict[str, Any]:
         except (OperationalError, InterfaceError) as exc:
             outages.append(f"after {completed} passes: top-up failed: {exc}".strip())
             time.sleep(1)  # then drive_once() drops the broken connection and reconnects
-        done = account(worker.drive_once(), completed, notes, outages)
+        done = account(worker.turn(), completed, notes, outages)
         completed += done
         if done:
             last_progress = time.monotonic()
@@ -380,6 +366,8 @@ def soak(passes: int, debug: bool, trace: bool) -> dict[str, Any]:
                 # afterwards; what is still alive at the end is the growth.
                 tracemalloc.start(TRACEMALLOC_FRAMES)
     seconds = time.monotonic() - started
+    listening = worker.listening
+    worker.close()
 
     top, overhead = tracemalloc_top() if trace else ([], "")
     return {
@@ -389,6 +377,7 @@ def soak(passes: int, debug: bool, trace: bool) -> dict[str, Any]:
         "samples": samples,
         "purged": feeder.purged,
         "max_query_log": max_query_log,
+        "listening": listening,
         "notes": notes,
         "outages": outages,
         "failures": check(feeder, completed, notes),

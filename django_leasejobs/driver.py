@@ -26,6 +26,7 @@ from .pacing import Claims, pace
 from .reading import stranded
 from .registry import Job, registry
 from .states import PassOutcome
+from .store.compiled import Select
 
 __all__ = ["DriveReport", "Note", "drive_for", "run_due_jobs"]
 
@@ -101,25 +102,30 @@ class DueKey(NamedTuple):
     took_over: bool
 
 
-def _snapshot(jobs: Iterable[Job], scan_max: int) -> list[DueKey]:
-    """D1: one index-range read of up to *scan_max* due runs of *jobs*, in due order.
-
-    The job filter is in the query, so runs of jobs this process does not
-    register (another deployment's work, D2) neither fill the snapshot nor
-    starve the runs behind them.
-    """
-    names = [spec.name for spec in jobs]
-    if not names:
-        return []
-    rows = (
-        Run.objects.using(router.db_for_read(Run))
-        .due(get_clock().now_expr())
+#: D1's read: the ids, jobs and lease forms of up to *scan_max* due runs of *names*.
+SNAPSHOT = Select(
+    lambda runs, s, names, scan_max: (
+        runs.due(s.now)
         .filter(job__in=names)
         # Whether a lease began, not when: a date the database cannot hand
         # back (R9, §12) must not stop the snapshot of every other run.
         .annotate(began=ExpressionWrapper(Q(lease_began_at__isnull=False), BooleanField()))
         .values_list("id", "job", "began")[:scan_max]
     )
+)
+
+
+def _snapshot(jobs: Iterable[Job], scan_max: int) -> list[DueKey]:
+    """D1: one index-range read of up to *scan_max* due runs of *jobs*, in due order.
+
+    The job filter is in the query, so runs of jobs this process does not
+    register (another deployment's work, D2) neither fill the snapshot nor
+    starve the runs behind them. Compiled once per set of jobs (§13).
+    """
+    names = tuple(spec.name for spec in jobs)
+    if not names:
+        return []
+    rows = SNAPSHOT.rows(router.db_for_read(Run), names, scan_max)
     return [DueKey(run_id, job, bool(began)) for run_id, job, began in rows]
 
 
@@ -169,6 +175,16 @@ def _away(position: int, length: int) -> int:
     return position + random.randrange(rest // 2) if rest > 1 else position
 
 
+#: L9's read: runs of *names* leased by a process of this host (*prefix*).
+DEAD_HOLDERS = Select(
+    lambda runs, s, names, prefix, scan_max: (
+        runs.leased(s.now)
+        .filter(job__in=names, lease_holder__startswith=prefix)
+        .values_list("id", "lease_owner", "lease_holder")[:scan_max]
+    )
+)
+
+
 def _release_dead_holders(jobs: Iterable[Job], scan_max: int, report: DriveReport) -> None:
     """L9: make runs leased by a provably dead process on this host due now.
 
@@ -176,16 +192,11 @@ def _release_dead_holders(jobs: Iterable[Job], scan_max: int, report: DriveRepor
     the next drive on the same host takes them over at once (charged as any
     takeover). Another host's holders are never judged: see :mod:`.holder`.
     """
-    names = [spec.name for spec in jobs]
+    names = tuple(spec.name for spec in jobs)
     host = current_holder().split(":", 1)[0]
     if not names:
         return
-    leased = (
-        Run.objects.using(router.db_for_read(Run))
-        .leased(get_clock().now_expr())
-        .filter(job__in=names, lease_holder__startswith=f"{host}:")
-        .values_list("id", "lease_owner", "lease_holder")[:scan_max]
-    )
+    leased = DEAD_HOLDERS.rows(router.db_for_read(Run), names, f"{host}:", scan_max)
     for run_id, owner, holder in leased:
         if owner and is_gone(holder) and store.release_dead_holder(run_id, owner, holder):
             note = f"lease of {holder} released early: that process is gone"

@@ -86,10 +86,19 @@ class Listener:
             if left <= 0:
                 return False
             if self._heard(min(left, SLICE_SECONDS)):
-                while self._heard(0.001):
-                    pass
+                self.drain()
                 return True
         return False
+
+    def drain(self) -> int:
+        """Read every notification already here, without waiting; return how many.
+
+        A busy worker calls this after each drive: what it has not read stays
+        in the connection's socket, and a server whose listener does not read
+        cannot trim its notification queue -- which, once full, refuses every
+        ``NOTIFY``, and with it every ``start()``.
+        """
+        return sum(1 for _notify in self._wrapper.connection.notifies(timeout=0))
 
     def close(self) -> None:
         with contextlib.suppress(DatabaseError):  # gone already: nothing to close

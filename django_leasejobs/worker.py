@@ -85,26 +85,45 @@ class Worker:
         )
 
     @property
+    def listening(self) -> bool:
+        """Whether notifications wake this worker (W2), rather than its poll alone."""
+        return self._listener is not None
+
+    @property
     def stopping(self) -> bool:
         return self._stopping.is_set()
 
     def run(self) -> None:
         previous = self._install_handlers()
-        self._listener = Listener.open()
+        self.listen()
         try:
             while not self.stopping:
-                report = self.drive_once()
-                if self.stopping:
-                    break
-                if report is not None and report.attempted:
-                    continue  # W1: there may be more; rest only once nothing is due
-                self._rest()
+                self.turn()
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
-            if self._listener is not None:
-                self._listener.close()
-            close_old_connections()
+            self.close()
+
+    def listen(self) -> None:
+        """Open the LISTEN connection, where there can be one (W2); else the loop polls."""
+        self._listener = Listener.open()
+
+    def close(self) -> None:
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+        close_old_connections()
+
+    def turn(self) -> DriveReport | None:
+        """One turn of the loop: a drive, then a rest unless it did work (W1, W2)."""
+        report = self.drive_once()
+        if self.stopping:
+            return report
+        if report is not None and report.attempted:
+            self._hear_out()  # what came in meanwhile, the next drive answers
+        else:
+            self._rest()
+        return report
 
     def _rest(self) -> None:
         """Wait for a notification of new work (W2), or poll after ``interval``."""
@@ -116,10 +135,22 @@ class Worker:
         try:
             listener.wait(self.interval, lambda: self.stopping)
         except Exception as exc:  # psycopg's own errors, from a dropped socket
-            logger.warning("LISTEN connection lost (%s): polling", one_line(exc))
-            listener.close()
-            self._listener = None
-            self._listen_at = time.monotonic() + LISTEN_RETRY
+            self._lost_listener(exc)
+
+    def _hear_out(self) -> None:
+        """Read the notifications that came during a drive, so none piles up (W2)."""
+        if self._listener is not None:
+            try:
+                self._listener.drain()
+            except Exception as exc:  # psycopg's own errors, from a dropped socket
+                self._lost_listener(exc)
+
+    def _lost_listener(self, exc: Exception) -> None:
+        logger.warning("LISTEN connection lost (%s): polling", one_line(exc))
+        if self._listener is not None:
+            self._listener.close()
+        self._listener = None
+        self._listen_at = time.monotonic() + LISTEN_RETRY
 
     def _listen_again(self) -> None:
         """After the LISTEN connection was lost (a database restart), try it again, now and then."""

@@ -235,3 +235,30 @@ def test_s13_a_step_record_sends_the_renewal_and_the_orms_record(exists):
         f"WITH renewed AS ({renewal} RETURNING 1), recorded AS ({recorded}) "
         "SELECT count(*) FROM renewed"
     )
+
+
+@pytest.mark.usefixtures("clock")
+@pytest.mark.parametrize("read", ["snapshot", "dead holders"])
+def test_s13_a_compiled_read_sends_and_returns_what_its_queryset_does(read):
+    """D1's snapshot and L9's read of this host's leases: the SQL and the rows alike."""
+    from django_leasejobs import driver
+
+    due = start("tests.walk", instance="due").run
+    held = start("tests.walk", instance="held").run
+    assert claims.claim(held.pk, "owner-x", LEASE, "thishost:1:2:x", takeover=False)
+    select, shape = {
+        "snapshot": (driver.SNAPSHOT, (("tests.walk", "tests.noop"), 500)),
+        "dead holders": (driver.DEAD_HOLDERS, (("tests.walk",), "thishost:", 500)),
+    }[read]
+    with CaptureQueriesContext(connection) as compiled:
+        rows = select.rows("default", *shape)
+    with CaptureQueriesContext(connection) as by_orm:
+        expected = list(select.queryset("default", *shape))
+    assert [q["sql"] for q in compiled.captured_queries] == [
+        q["sql"] for q in by_orm.captured_queries
+    ]
+    assert rows == expected
+    if read == "snapshot":
+        assert rows == [(due.pk, "tests.walk", False)]  # the claimed run is not due
+    else:
+        assert rows == [(held.pk, "owner-x", "thishost:1:2:x")]

@@ -17,6 +17,7 @@ from datetime import timedelta
 import pytest
 from django.core.management import call_command
 from django.db import connection, transaction
+from django.utils import timezone
 
 from django_leasejobs import Retry, RunStatus, start
 from django_leasejobs.listener import Listener
@@ -281,7 +282,7 @@ def test_w2_a_worker_whose_listen_connection_dies_polls_and_keeps_its_runs_movin
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize(
     "write",
-    ["start", "start_many", "follow_up", "retry", "release", "run_now", "schedule"],
+    ["start", "start_past", "start_many", "follow_up", "retry", "release", "run_now", "schedule"],
 )
 def test_w2_every_write_that_makes_a_run_due_sooner_notifies_at_commit(write, define, drive):
     from django_leasejobs import operators, start_many
@@ -298,6 +299,8 @@ def test_w2_every_write_that_makes_a_run_due_sooner_notifies_at_commit(write, de
         assert not listener.wait(0.05, stopping)  # the self-test's own is read already
         if write == "start":
             start("tests.noop", instance="n")
+        elif write == "start_past":
+            start("tests.noop", instance="late", run_after=timezone.now() - timedelta(seconds=1))
         elif write == "start_many":
             start_many("tests.noop", [("a", 1), ("b", 2)])
         elif write == "follow_up":
@@ -339,3 +342,71 @@ def test_w2_every_write_that_makes_a_run_due_sooner_notifies_at_commit(write, de
 def _drain_notifications(listener):
     while listener.wait(0.05, lambda: False):
         pass
+
+
+@pytest.mark.django_db(transaction=True)
+def test_w2_a_listener_reads_out_what_came_while_it_was_busy():
+    # A busy worker does not wait on its LISTEN connection; what arrives then
+    # must still be read, or the server's notification queue cannot be trimmed.
+    if connection.vendor != "postgresql":
+        assert Listener.open() is None
+        return
+    listener = Listener.open()
+    assert listener is not None
+    try:
+        for n in range(5):
+            start("tests.noop", instance=f"busy-{n}")  # five transactions, five notifications
+        deadline = time.monotonic() + WAIT
+        heard = 0
+        while heard < 5 and time.monotonic() < deadline:
+            heard += listener.drain()
+        assert heard == 5
+        assert listener.drain() == 0  # read out: nothing is left behind
+        assert not listener.wait(0.05, lambda: False)
+    finally:
+        listener.close()
+
+
+def test_w2_the_loop_reads_its_notifications_after_every_drive_that_did_work(monkeypatch):
+    from django_leasejobs.driver import DriveReport
+
+    reports = iter([DriveReport(attempted=2), DriveReport(attempted=1), DriveReport()])
+    events = []
+
+    class Ear:
+        def drain(self):
+            events.append("drain")
+            return 1
+
+        def wait(self, timeout, stopping):
+            events.append("wait")
+            worker.stop()
+            return False
+
+        def close(self):
+            events.append("close")
+
+    monkeypatch.setattr("django_leasejobs.worker.run_due_jobs", lambda **options: next(reports))
+    monkeypatch.setattr("django_leasejobs.worker.close_old_connections", lambda: None)
+    monkeypatch.setattr("django_leasejobs.worker.Listener.open", classmethod(lambda cls: Ear()))
+    worker = Worker(interval=5.0)
+    worker.run()
+    assert events == ["drain", "drain", "wait", "close"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_w2_a_run_due_later_wakes_nobody():
+    from django_leasejobs import start_many
+
+    if connection.vendor != "postgresql":
+        assert Listener.open() is None
+        return
+    listener = Listener.open()
+    assert listener is not None
+    try:
+        later = timezone.now() + timedelta(hours=1)
+        start("tests.noop", instance="later", run_after=later)
+        start_many("tests.noop", [("later-a", 1), ("later-b", 2)], run_after=later)
+        assert not listener.wait(0.5, lambda: False)  # the drive after it is due finds it
+    finally:
+        listener.close()

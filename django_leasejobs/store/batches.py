@@ -40,6 +40,11 @@ def start_many(
 ) -> list[StartResult]:
     """Start or join one run per ``(instance, payload)`` item, as :func:`start` would each.
 
+    Every payload is checked before anything is written, and each chunk of
+    the batch is a constant number of statements (on PostgreSQL one of them
+    notifies idle workers, W2). Like :func:`start`, it writes inside the
+    caller's transaction.
+
     Parameters
     ----------
     job:
@@ -60,10 +65,8 @@ def start_many(
     JobNotRegistered, NotQueueSafe, InvalidKey, ValueError
         As :func:`start` would for one item, naming the item by its 0-based
         index (``items.3.payload.x``); nothing is written for any item.
-
-    Every payload is checked before anything is written, and each chunk of
-    the batch is a constant number of statements (on PostgreSQL one of them
-    notifies idle workers, W2).
+    TypeError
+        An item is not an ``(instance, payload)`` pair; nothing is written.
     """
     spec = get_job(job)
     check_run_after(run_after)

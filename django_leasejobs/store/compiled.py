@@ -41,6 +41,7 @@ __all__ = [
     "KEY",
     "Carried",
     "Insert",
+    "Select",
     "Slot",
     "Slots",
     "Statement",
@@ -543,3 +544,45 @@ class Carried:
             cursor.execute(compiled.sql, compiled.bind(values, connection))
             (renewed,) = cursor.fetchone()
         return bool(renewed)
+
+
+class Select:
+    """A read every drive sends, compiled by the ORM once per database, clock and shape.
+
+    *build* returns the ``values_list()`` queryset for a shape -- its constant
+    parts, such as the job names and the row limit -- with ``s.now`` for the
+    clock's time, the only value bound per call. The rows come back through
+    the converters Django applies to that queryset, so they are what
+    iterating it returns (``tests/test_compiled.py`` compares the two).
+    """
+
+    #: Shapes kept per read; the job names of a process's drives rarely vary.
+    SHAPES_MAX = 64
+
+    def __init__(self, build: Callable[..., Any]) -> None:
+        self.build = build
+        self._cache: dict[tuple[Any, ...], _Compiled] = {}
+
+    def queryset(self, using: str, *shape: Any) -> Any:
+        """The queryset a call with *shape* stands for."""
+        return self.build(Run.objects.using(using), Slots({}, {}), *shape)
+
+    def rows(self, using: str, *shape: Any) -> list[tuple[Any, ...]]:
+        key = (using, type(get_clock()), shape)
+        compiled = self._cache.get(key)
+        if compiled is None:
+            if len(self._cache) >= self.SHAPES_MAX:
+                self._cache.clear()
+            queryset = self.build(Run.objects.using(using), Slots({}, None), *shape)
+            compiler = queryset.query.get_compiler(using)
+            sql, params = compiler.as_sql()
+            fields = [column for column, _sql, _alias in compiler.select[: compiler.col_count]]
+            converters = tuple(compiler.get_converters(fields).items())
+            compiled = self._cache[key] = _Compiled(sql, tuple(params), converters)
+        clock = get_clock()
+        values = {} if isinstance(clock, DatabaseClock) else {"now": clock.now(using)}
+        connection = connections[using]
+        with connection.cursor() as cursor:
+            cursor.execute(compiled.sql, compiled.bind(values, connection))
+            found = cursor.fetchall()
+        return [tuple(_convert(row, compiled.converters, using)) for row in found]

@@ -63,6 +63,10 @@ def start(
 ) -> StartResult:
     """Start a run of *job*, or join the live one (SPEC R1).
 
+    ``start()`` writes on the caller's connection inside the caller's
+    transaction: a rollback undoes it, and no worker sees the run before the
+    caller commits.
+
     Parameters
     ----------
     job:
@@ -102,9 +106,6 @@ def start(
     ValueError
         *run_after* is naive, not a datetime, or more than ten years ahead.
 
-    ``start()`` writes on the caller's connection inside the caller's
-    transaction: a rollback undoes it, and no worker sees the run before the
-    caller commits.
     """
     return start_as(
         RunOrigin.API, job, payload, instance=instance, again=again, run_after=run_after
@@ -184,7 +185,8 @@ def insert(
         return _insert_and_read(job, origin, rows, run_after)
     values: dict[str, Any] = {"job": job, "origin": origin, "channel": CHANNEL}
     values["run_after"] = run_after
-    notify = notifies(using) and not deferred
+    # A run due later wakes nobody: the first drive after it is due finds it.
+    notify = notifies(using) and (run_after is None or run_after <= timezone.now())
     if len(rows) > 1 and _UNNEST.works(using):
         return _UNNEST.run(using, values, rows, notify=notify, deferred=deferred)
     for number, row in enumerate(rows):
