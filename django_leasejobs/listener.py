@@ -54,14 +54,17 @@ class Listener:
         listen_on = conf.LISTEN_DATABASE or runs
         if not conf.NOTIFY or connections[listen_on].vendor != "postgresql":
             return None
+        wrapper = connections.create_connection(listen_on)
+        listener = cls(wrapper)
         try:
-            wrapper = connections.create_connection(listen_on)
             wrapper.ensure_connection()
             wrapper.connection.execute(f"LISTEN {CHANNEL}")
-            listener = cls(wrapper)
             heard = listener._self_test(runs)
-        except DatabaseError as exc:
+        except (DatabaseError, wrapper.Database.Error) as exc:  # type: ignore[attr-defined]
+            # Past ensure_connection() the calls are psycopg's own, and so are
+            # their errors: a connection dropped mid-test is one of them.
             logger.warning("LISTEN is not possible (%s): polling instead", one_line(exc))
+            listener.close()
             return None
         if not heard:
             logger.warning(

@@ -266,7 +266,8 @@ def test_w2_a_worker_whose_listen_connection_dies_polls_and_keeps_its_runs_movin
             with connection.cursor() as cursor:
                 cursor.execute(
                     "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                    "WHERE query = %s AND pid <> pg_backend_pid()",
+                    "WHERE query = %s AND datname = current_database() "
+                    "AND pid <> pg_backend_pid()",
                     ["LISTEN django_leasejobs"],
                 )
                 (killed,) = cursor.fetchone()
@@ -410,3 +411,25 @@ def test_w2_a_run_due_later_wakes_nobody():
         assert not listener.wait(0.5, lambda: False)  # the drive after it is due finds it
     finally:
         listener.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_w2_a_listen_connection_dropped_during_its_self_test_means_polling(monkeypatch, caplog):
+    # The self-test runs on psycopg's own connection, whose errors are not
+    # Django's: a worker whose LISTEN dies right there must poll, not crash.
+    if connection.vendor != "postgresql":
+        assert Listener.open() is None
+        return
+    self_test = Listener._self_test
+
+    def dropped_first(listener, runs):
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_terminate_backend(%s)", [listener._wrapper.connection.info.backend_pid]
+            )
+        return self_test(listener, runs)
+
+    monkeypatch.setattr(Listener, "_self_test", dropped_first)
+    with caplog.at_level("WARNING", logger="django_leasejobs"):
+        assert Listener.open() is None
+    assert "LISTEN is not possible" in caplog.text
