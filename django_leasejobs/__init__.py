@@ -27,10 +27,11 @@ from .exceptions import (
 )
 from .policy import Retry
 from .registry import Job, get_job, job, registry
+from .report import DriveReport
 from .states import FailureCode, MissedRule, PassOutcome, RunOrigin, RunStatus, ScheduleState
 
 if TYPE_CHECKING:
-    from .driver import DriveReport, run_due_jobs
+    from .driver import run_due_jobs
     from .operators import PauseResult, cancel, pause, release, resume, retry, run_now
     from .passes import Pass, PassResult
     from .store import StartResult, start, start_many
@@ -39,7 +40,6 @@ __version__ = "0.1.0.dev0"
 
 #: Public names whose modules import models, by the module that defines them.
 _LAZY = {
-    "DriveReport": ".driver",
     "run_due_jobs": ".driver",
     "Pass": ".passes",
     "PassResult": ".passes",

@@ -9,7 +9,6 @@ import logging
 import random
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
 from django.db import DatabaseError, router
@@ -19,81 +18,20 @@ from . import retention, schedules, store
 from .clock import get_clock
 from .conf import conf
 from .errors import connection_lost, describe, one_line
-from .execute import Outcome, drive_run
+from .execute import drive_run
 from .holder import current_holder, is_gone
 from .models import Run
 from .pacing import Claims, pace
+from .querysets import RunQuerySet
 from .reading import stranded
 from .registry import Job, registry
-from .states import PassOutcome
+from .report import DriveReport, Note
+from .routing import queue_problem
 from .store.compiled import Select
 
 __all__ = ["DriveReport", "Note", "drive_for", "run_due_jobs"]
 
 logger = logging.getLogger("django_leasejobs")
-
-
-class Note(NamedTuple):
-    """An error or warning about one run, for the report."""
-
-    run_id: str
-    text: str
-
-
-@dataclass
-class DriveReport:
-    """What one drive did. Failed runs are data here, never exceptions.
-
-    One count per :class:`~django_leasejobs.states.PassOutcome`.
-    """
-
-    attempted: int = 0
-    advanced: int = 0
-    completed: int = 0
-    retrying: int = 0
-    failed: int = 0
-    superseded: int = 0
-    deferred: int = 0
-    held: int = 0
-    errors: list[Note] = field(default_factory=list)
-    warnings: list[Note] = field(default_factory=list)
-    #: Set when the drive stopped early because the database went away.
-    aborted: str = ""
-
-    def as_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["errors"] = [note._asdict() for note in self.errors]
-        data["warnings"] = [note._asdict() for note in self.warnings]
-        return data
-
-    def tally(self, run_id: str, outcome: Outcome) -> None:
-        """Count one pass's outcome, and note its error or warning."""
-        field = _COUNTS[outcome.status]
-        setattr(self, field, getattr(self, field) + 1)
-        if outcome.error and outcome.status in _REPORTED:
-            self.errors.append(Note(run_id, outcome.error))
-        if outcome.warning:
-            self.warnings.append(Note(run_id, outcome.warning))
-
-    def merge(self, other: DriveReport) -> None:
-        """Add *other*'s counts and notes to this report: several drives read as one (W3)."""
-        for name in ("attempted", *_COUNTS.values()):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-        self.errors += other.errors
-        self.warnings += other.warnings
-        self.aborted = self.aborted or other.aborted
-
-    def summary(self) -> str:
-        counts = " ".join(
-            f"{name}={getattr(self, name)}" for name in ("attempted", *_COUNTS.values())
-        )
-        return f"{counts} errors={len(self.errors)} warnings={len(self.warnings)}"
-
-
-#: The report's count for each pass outcome: its field is named after it.
-_COUNTS = {outcome: str(outcome.value) for outcome in PassOutcome}
-#: Outcomes whose error is a run's failure the report lists (a retry, a failure, a hold).
-_REPORTED = frozenset({PassOutcome.RETRYING, PassOutcome.FAILED, PassOutcome.HELD})
 
 
 class DueKey(NamedTuple):
@@ -102,11 +40,17 @@ class DueKey(NamedTuple):
     took_over: bool
 
 
-#: D1's read: the ids, jobs and lease forms of up to *scan_max* due runs of *names*.
+def _of(runs: RunQuerySet, names: tuple[str, ...], queues: tuple[str, ...] | None) -> RunQuerySet:
+    """Runs of the jobs *names* and, when given, of the *queues* only (D2, W4)."""
+    runs = runs.filter(job__in=names)
+    return runs if queues is None else runs.filter(queue__in=queues)
+
+
+#: D1's read: the ids, jobs and lease forms of up to *scan_max* due runs of
+#: *names* (and *queues*), highest priority first (D7).
 SNAPSHOT = Select(
-    lambda runs, s, names, scan_max: (
-        runs.due(s.now)
-        .filter(job__in=names)
+    lambda runs, s, names, queues, scan_max: (
+        _of(runs.due(s.now), names, queues)
         # Whether a lease began, not when: a date the database cannot hand
         # back (R9, §12) must not stop the snapshot of every other run.
         .annotate(began=ExpressionWrapper(Q(lease_began_at__isnull=False), BooleanField()))
@@ -115,17 +59,20 @@ SNAPSHOT = Select(
 )
 
 
-def _snapshot(jobs: Iterable[Job], scan_max: int) -> list[DueKey]:
-    """D1: one index-range read of up to *scan_max* due runs of *jobs*, in due order.
+def _snapshot(
+    jobs: Iterable[Job], queues: tuple[str, ...] | None, scan_max: int
+) -> list[DueKey]:
+    """D1: one read of up to *scan_max* due runs of *jobs*, in the due index's order.
 
-    The job filter is in the query, so runs of jobs this process does not
-    register (another deployment's work, D2) neither fill the snapshot nor
-    starve the runs behind them. Compiled once per set of jobs (§13).
+    The job and queue filters are in the query, so runs of jobs this process
+    does not register (another deployment's work, D2) or of queues it does
+    not take (W4) neither fill the snapshot nor starve the runs behind them.
+    Compiled once per set of jobs and queues (§13).
     """
     names = tuple(spec.name for spec in jobs)
     if not names:
         return []
-    rows = SNAPSHOT.rows(router.db_for_read(Run), names, scan_max)
+    rows = SNAPSHOT.rows(router.db_for_read(Run), names, queues, scan_max)
     return [DueKey(run_id, job, bool(began)) for run_id, job, began in rows]
 
 
@@ -134,6 +81,21 @@ def _fire_schedules(using: str, jobs: set[str] | None, report: DriveReport) -> N
     now = get_clock().now(using)
     for problem in schedules.drive_schedules(now, jobs):
         report.errors.append(Note("", f"schedule {problem.job!r}: {problem.text}"))
+
+
+def _queues(queues: Iterable[str] | None) -> tuple[str, ...] | None:
+    """The queues to drive, sorted (one compiled read per set), or ``None`` for every one."""
+    if queues is None:
+        return None
+    if isinstance(queues, str):
+        raise TypeError("queues must be a list of queue names, not one str")
+    names = tuple(sorted(set(queues)))
+    if not names:
+        raise ValueError("queues must name at least one queue; leave it out for every queue")
+    for name in names:
+        if problem := queue_problem("queues", name):
+            raise ValueError(problem)
+    return names
 
 
 def _registered(jobs: Iterable[str] | None) -> list[Job]:
@@ -177,15 +139,17 @@ def _away(position: int, length: int) -> int:
 
 #: L9's read: runs of *names* leased by a process of this host (*prefix*).
 DEAD_HOLDERS = Select(
-    lambda runs, s, names, prefix, scan_max: (
-        runs.leased(s.now)
-        .filter(job__in=names, lease_holder__startswith=prefix)
+    lambda runs, s, names, queues, prefix, scan_max: (
+        _of(runs.leased(s.now), names, queues)
+        .filter(lease_holder__startswith=prefix)
         .values_list("id", "lease_owner", "lease_holder")[:scan_max]
     )
 )
 
 
-def _release_dead_holders(jobs: Iterable[Job], scan_max: int, report: DriveReport) -> None:
+def _release_dead_holders(
+    jobs: Iterable[Job], queues: tuple[str, ...] | None, scan_max: int, report: DriveReport
+) -> None:
     """L9: make runs leased by a provably dead process on this host due now.
 
     Without this a SIGKILLed worker's runs wait out their whole lease; with it
@@ -196,7 +160,7 @@ def _release_dead_holders(jobs: Iterable[Job], scan_max: int, report: DriveRepor
     host = current_holder().split(":", 1)[0]
     if not names:
         return
-    leased = DEAD_HOLDERS.rows(router.db_for_read(Run), names, f"{host}:", scan_max)
+    leased = DEAD_HOLDERS.rows(router.db_for_read(Run), names, queues, f"{host}:", scan_max)
     for run_id, owner, holder in leased:
         if owner and is_gone(holder) and store.release_dead_holder(run_id, owner, holder):
             note = f"lease of {holder} released early: that process is gone"
@@ -209,6 +173,7 @@ def run_due_jobs(
     limit: int | None = None,
     max_passes: int | None = None,
     jobs: Iterable[str] | None = None,
+    queues: Iterable[str] | None = None,
     stop: Callable[[], bool] | None = None,
     interrupt: Callable[[], bool] | None = None,
 ) -> DriveReport:
@@ -224,6 +189,9 @@ def run_due_jobs(
     jobs:
         Only these job names; default every job registered in this process.
         Runs of jobs not registered here are never touched.
+    queues:
+        Only runs of these queues (W4); default every queue. Runs of other
+        queues are stepped over, as runs of jobs not registered here are.
     stop:
         Asked between passes; when it answers ``True`` the drive ends after the
         pass in flight (graceful shutdown).
@@ -253,8 +221,9 @@ def run_due_jobs(
     using = router.db_for_write(Run)
     # D6: schedules first, so a due time fired now is driven in this drive.
     _fire_schedules(using, None if jobs is None else set(by_name), report)
-    _release_dead_holders(specs, conf.SCAN_MAX, report)
-    keys = _snapshot(specs, conf.SCAN_MAX)
+    taken = _queues(queues)
+    _release_dead_holders(specs, taken, conf.SCAN_MAX, report)
+    keys = _snapshot(specs, taken, conf.SCAN_MAX)
     claims = Claims()  # runs claimed ahead of their turn, while passes are short (§13)
     position = 0
     while position < len(keys) and report.attempted < limit and not stop():

@@ -197,10 +197,14 @@ def _commit(run: Run, spec: Job, owner: str, record: PassRecord, result: object)
         if result is not None and result.has_cursor:
             cursor = encode(result.cursor, "cursor")
         counters = encode(record.counters, "counters")
+        returned = None if result is None else result.result
+        stored = None if returned is None else encode(returned, "result")
     except NotQueueSafe as exc:
         return _fail(run, spec, owner, FailureCode.HANDLER_FAILED, describe(exc))
     done = result is not None and result.done
     written: dict[str, Any] = {"cursor": cursor, "counters": counters}
+    if stored is not None:
+        written["result"] = stored
     try:
         committed = store.commit(
             run,

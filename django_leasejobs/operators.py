@@ -87,7 +87,14 @@ def retry(run_id: str, by: str | None = None) -> StartResult:
     if not payload.ok:
         raise RetryRefused(f"run {run_id}'s payload does not parse ({payload.error})")
     logger.info("Run retried id=%s by=%s", run_id, by or "-")
-    return store.start_as(RunOrigin.RETRY, run.job, payload.value, instance=run.instance)
+    return store.start_as(
+        RunOrigin.RETRY,
+        run.job,
+        payload.value,
+        instance=run.instance,
+        queue=run.queue,
+        priority=run.priority,
+    )
 
 
 def release(run_id: str, *, resume: bool = True, by: str | None = None) -> bool:

@@ -62,6 +62,7 @@ class PassResult:
     done: bool
     cursor: Any = None
     has_cursor: bool = False
+    result: Any = None
 
 
 class RunRef(NamedTuple):
@@ -221,9 +222,15 @@ class Pass:
         """
         return PassResult(done=False, cursor=cursor, has_cursor=True)
 
-    def done(self) -> PassResult:
-        """Return this from the handler: commit, and finish the run."""
-        return PassResult(done=True)
+    def done(self, result: Any = None) -> PassResult:
+        """Return this from the handler: commit, and finish the run.
+
+        *result*, when given, is stored in the run's ``result`` (JSON values
+        only, R2): what the run came to, for whoever reads the run later. A
+        result that JSON would not return unchanged fails the pass, naming
+        its path (``result.rows.3``).
+        """
+        return PassResult(done=True, result=result)
 
     def lease_left(self) -> timedelta:
         """How much of the lease is left by this worker's own monotonic count."""

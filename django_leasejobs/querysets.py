@@ -45,9 +45,14 @@ class RunQuerySet(models.QuerySet["Run"]):
         return self.filter(live_key=live_key(job, instance))
 
     def due(self, now: Combinable) -> RunQuerySet:
-        """Runs a drive may claim at *now*, in due order (D1): one index range."""
+        """Runs a drive may claim at *now*: highest priority first, then in due order (D1, D7).
+
+        Read in the order of the due index, so a ``LIMIT`` stops the read early
+        and nothing is sorted; what it may read past is live runs of a higher
+        priority that are not yet due, never finished ones.
+        """
         return self.filter(status=RunStatus.RUNNING, next_attempt_at__lte=now).order_by(
-            "next_attempt_at", "id"
+            "-priority", "next_attempt_at", "id"
         )
 
     def claimable(self, now: Combinable, *, took_over: bool) -> RunQuerySet:

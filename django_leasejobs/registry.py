@@ -22,6 +22,7 @@ from . import cron
 from .conf import conf
 from .exceptions import DuplicateJob, InvalidJob, JobNotRegistered
 from .policy import MAX_DELAY, Retry, delay_problem
+from .routing import DEFAULT_QUEUE, priority_problem, queue_problem
 from .states import MissedRule
 
 if TYPE_CHECKING:
@@ -60,6 +61,8 @@ class Job:
     missed: str = MissedRule.CATCH_UP_ONCE
     safe_to_repeat: bool = True
     stall_after: timedelta | None = None
+    queue: str = DEFAULT_QUEUE
+    priority: int = 0
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -77,12 +80,27 @@ class Job:
         return f"{self.handler.__module__}.{self.handler.__qualname__}"
 
     def start(
-        self, payload: Any = None, *, instance: str = "default", again: bool = False
+        self,
+        payload: Any = None,
+        *,
+        instance: str = "default",
+        again: bool = False,
+        run_after: datetime | None = None,
+        queue: str | None = None,
+        priority: int | None = None,
     ) -> StartResult:
         """Start a run of this job, or join the live one (see :func:`~django_leasejobs.start`)."""
         from .store import start  # Avoids importing models before the app registry is ready.
 
-        return start(self, payload, instance=instance, again=again)
+        return start(
+            self,
+            payload,
+            instance=instance,
+            again=again,
+            run_after=run_after,
+            queue=queue,
+            priority=priority,
+        )
 
 
 def _is_duration(value: object) -> bool:
@@ -122,6 +140,9 @@ def _validate(spec: Job) -> None:
             raise InvalidJob(name, problem)
     if type(spec.safe_to_repeat) is not bool:
         raise InvalidJob(name, f"safe_to_repeat must be True or False, got {spec.safe_to_repeat!r}")
+    for problem in (queue_problem("queue", spec.queue), priority_problem("priority", spec.priority)):
+        if problem:
+            raise InvalidJob(name, problem)
     if spec.missed not in MissedRule.values:
         raise InvalidJob(
             name, f"missed must be one of {', '.join(MissedRule.values)}, got {spec.missed!r}"
@@ -208,6 +229,8 @@ class JobOptions(TypedDict, total=False):
     missed: str | None
     safe_to_repeat: bool
     stall_after: timedelta | None
+    queue: str
+    priority: int
 
 
 @overload
@@ -246,6 +269,13 @@ def job(
         an operator (L3).
     stall_after:
         How long a run may stay live before its schedule reads as stalled (S6).
+    queue:
+        Which workers take the job's runs (W4): those started with
+        ``rundueJobs --queue NAME`` for this name, or without ``--queue``.
+        1-100 characters; defaults to ``"default"``. ``start()`` may override it.
+    priority:
+        An int from -100 to 100: among due runs a higher one is driven first
+        (D7). Defaults to 0. ``start()`` may override it.
 
     Raises
     ------

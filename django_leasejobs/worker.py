@@ -50,6 +50,7 @@ class Worker:
         limit: int | None = None,
         max_passes: int | None = None,
         jobs: Iterable[str] | None = None,
+        queues: Iterable[str] | None = None,
         stop_timeout: float | None = None,
         on_report: Callable[[DriveReport], None] = lambda report: None,
     ) -> None:
@@ -57,6 +58,7 @@ class Worker:
         self.limit = limit
         self.max_passes = max_passes
         self.jobs = list(jobs) if jobs is not None else None
+        self.queues = list(queues) if queues is not None else None
         self.on_report = on_report
         self.stop_timeout = stop_timeout
         self._stop_asked_at: float | None = None
@@ -168,6 +170,7 @@ class Worker:
                 limit=self.limit,
                 max_passes=self.max_passes,
                 jobs=self.jobs,
+                queues=self.queues,
                 stop=lambda: self.stopping,
                 interrupt=self.overdue,
             )

@@ -23,8 +23,9 @@ from django_leasejobs import start, start_many
 from django_leasejobs.models import Run
 from django_leasejobs.states import RunOrigin
 from django_leasejobs.store import ahead, claims, outcomes
-from django_leasejobs.store.compiled import Slots, Statement, Unnest, returns_rows
-from django_leasejobs.store.starts import _INSERT, Row, insert
+from django_leasejobs.store.compiled import Slots, Statement, returns_rows
+from django_leasejobs.store.inserts import Unnest
+from django_leasejobs.store.starts import _INSERT, Route, Row, insert
 
 pytestmark = pytest.mark.django_db
 
@@ -67,10 +68,11 @@ SHAPES: list[tuple[str, Statement, dict[str, object]]] = [
         (
             f"commit {flags}",
             outcomes._commit(**dict(zip(_names, flags, strict=True))),
-            {**HELD, "cursor": '{"page":3}', "counters": '{"seen":9}', "total": 120},
+            {**HELD, "cursor": '{"page":3}', "counters": '{"seen":9}', "total": 120}
+            | {"result": '{"rows":3}'},
         )
-        for _names in [("done", "quiet", "total", "drop_steps", "no_cursor")]
-        for flags in itertools.product((False, True), repeat=5)
+        for _names in [("done", "quiet", "total", "drop_steps", "no_cursor", "result")]
+        for flags in itertools.product((False, True), repeat=6)
     ),
 ]
 
@@ -147,6 +149,7 @@ def test_s13_a_compiled_insert_sends_what_bulk_create_sends(deferred, frozen_clo
     rows = _rows("i", 3)
     run_after = frozen_clock.now() + timedelta(hours=1) if deferred else None
     values: dict[str, object] = {"job": "tests.walk", "origin": "api", "run_after": run_after}
+    values |= {"queue": "imports", "priority": -7}
     for number, row in enumerate(rows):
         values |= {f"{name}_{number}": value for name, value in row._asdict().items()}
     objects = _INSERT.objects(
@@ -157,7 +160,7 @@ def test_s13_a_compiled_insert_sends_what_bulk_create_sends(deferred, frozen_clo
     if not returns_rows("default"):
         # MariaDB inserts through bulk_create() itself (INSERT IGNORE), then reads.
         with CaptureQueriesContext(connection) as captured:
-            insert("tests.walk", RunOrigin.API, rows, run_after=run_after)
+            insert("tests.walk", RunOrigin.API, rows, Route("imports", -7), run_after=run_after)
         assert captured.captured_queries[0]["sql"] == by_orm
         assert len(captured.captured_queries) == 2
         return
@@ -238,7 +241,9 @@ def test_s13_a_step_record_sends_the_renewal_and_the_orms_record(exists):
 
 
 @pytest.mark.usefixtures("clock")
-@pytest.mark.parametrize("read", ["snapshot", "dead holders"])
+@pytest.mark.parametrize(
+    "read", ["snapshot", "snapshot of queues", "dead holders", "dead holders of a queue"]
+)
 def test_s13_a_compiled_read_sends_and_returns_what_its_queryset_does(read):
     """D1's snapshot and L9's read of this host's leases: the SQL and the rows alike."""
     from django_leasejobs import driver
@@ -247,8 +252,10 @@ def test_s13_a_compiled_read_sends_and_returns_what_its_queryset_does(read):
     held = start("tests.walk", instance="held").run
     assert claims.claim(held.pk, "owner-x", LEASE, "thishost:1:2:x", takeover=False)
     select, shape = {
-        "snapshot": (driver.SNAPSHOT, (("tests.walk", "tests.noop"), 500)),
-        "dead holders": (driver.DEAD_HOLDERS, (("tests.walk",), "thishost:", 500)),
+        "snapshot": (driver.SNAPSHOT, (("tests.walk", "tests.noop"), None, 500)),
+        "snapshot of queues": (driver.SNAPSHOT, (("tests.walk",), ("default", "other"), 500)),
+        "dead holders": (driver.DEAD_HOLDERS, (("tests.walk",), None, "thishost:", 500)),
+        "dead holders of a queue": (driver.DEAD_HOLDERS, (("tests.walk",), ("x",), "h:", 9)),
     }[read]
     with CaptureQueriesContext(connection) as compiled:
         rows = select.rows("default", *shape)

@@ -127,3 +127,15 @@ def test_l9_early_release_of_a_claim_that_never_began_charges_nothing(define, dr
     _leased_by(run, holder_for(dead_pid, start=123), began=False)
     drive(spec)
     assert seen == [1]
+
+
+@pytest.mark.django_db
+def test_w4_a_drive_of_other_queues_leaves_a_dead_holders_run_alone(define, drive, dead_pid):
+    spec = define("t.l9.queued", lambda p: p.done(), lease=LEASE)
+    run = start(spec, queue="other").run
+    _leased_by(run, holder_for(dead_pid, start=123))
+    assert not drive(spec, queues=["default"]).warnings
+    assert Run.objects.get(pk=run.pk).status == RunStatus.RUNNING
+    report = drive(spec, queues=["other"])
+    assert "released early" in report.warnings[0].text
+    assert report.completed == 1

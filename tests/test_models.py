@@ -74,10 +74,13 @@ def test_step_name_is_unique_per_run_and_cascades():
     assert not Step.objects.filter(pk=step.pk).exists()
 
 
-def test_due_index_leads_with_status_then_next_attempt_then_id():
+def test_d7_due_index_leads_with_status_then_priority_descending_then_due_time_then_id():
     with connection.cursor() as cursor:
         constraints = connection.introspection.get_constraints(cursor, Run._meta.db_table)
-    assert constraints["leasejobs_run_due"]["columns"] == ["status", "next_attempt_at", "id"]
+    due = constraints["leasejobs_run_due"]
+    assert due["columns"] == ["status", "priority", "next_attempt_at", "id"]
+    if due.get("orders"):  # introspected where the backend reports it
+        assert due["orders"] == ["ASC", "DESC", "ASC", "ASC"]
     assert constraints["leasejobs_run_live_key"]["unique"]
 
 

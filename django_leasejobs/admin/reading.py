@@ -23,7 +23,7 @@ from .display import json_block, pre, unreadable
 __all__ = ["placeholder", "read_columns", "read_robustly", "unreadable"]
 
 #: The run columns holding JSON text, shown decoded.
-JSON_COLUMNS = frozenset({"payload", "cursor", "counters", "rerun_payload"})
+JSON_COLUMNS = frozenset({"payload", "cursor", "counters", "rerun_payload", "result"})
 
 
 def placeholder(pk: str, reason: str) -> Run:

@@ -38,7 +38,7 @@ from .filters import RUN_ID, HeldFilter, JobFilter, held_count
 from .reading import placeholder, read_columns, read_robustly, unreadable
 from .run_actions import RunActions
 
-UNLISTED = ("payload", "cursor", "rerun_payload", "last_error")
+UNLISTED = ("payload", "cursor", "rerun_payload", "result", "last_error")
 
 
 class RunChangeList(SafeChangeList):
@@ -85,6 +85,8 @@ class RunAdmin(GuardedActionsMixin, ReadOnlyMixin, RunActions):
         "short_id",
         "job",
         "instance",
+        "queue",
+        "priority",
         "status_display",
         "progress_display",
         "attempts",
@@ -95,7 +97,7 @@ class RunAdmin(GuardedActionsMixin, ReadOnlyMixin, RunActions):
         "duration_display",
         "lease_display",
     )
-    list_filter = (HeldFilter, "status", JobFilter, "failure_code", "started_at")
+    list_filter = (HeldFilter, "status", JobFilter, "queue", "failure_code", "started_at")
     search_fields = ("id", "job", "instance")  # see get_search_results
     ordering = ("-id",)
     paginator = CappedCountPaginator
@@ -105,14 +107,28 @@ class RunAdmin(GuardedActionsMixin, ReadOnlyMixin, RunActions):
     actions = ("cancel_runs", "retry_runs", "release_resume", "release_fail")
     guarded_actions = actions
     fieldsets = (
-        (None, {"fields": ("id", "job", "instance", "status_display", "progress_display")}),
+        (
+            None,
+            {
+                "fields": (
+                    "id",
+                    "job",
+                    "instance",
+                    "origin",
+                    "queue",
+                    "priority",
+                    "status_display",
+                    "progress_display",
+                )
+            },
+        ),
         (
             _("Failure"),
             {"fields": ("failure_display", "failure_meaning", "attempts", "last_error_display")},
         ),
         (
             _("Data"),
-            {"fields": ("payload_display", "cursor_display", "counters_display")},
+            {"fields": ("payload_display", "cursor_display", "counters_display", "result_display")},
         ),
         (
             _("Timing and lease"),
@@ -275,6 +291,10 @@ class RunAdmin(GuardedActionsMixin, ReadOnlyMixin, RunActions):
     @admin.display(description=_("counters"))
     def counters_display(self, run: Run) -> str:
         return json_block(run.decoded_counters())
+
+    @admin.display(description=_("result"))
+    def result_display(self, run: Run) -> str:
+        return json_block(run.decoded_result(), empty=_("none"))
 
     @admin.display(description=_("duration"))
     def duration_display(self, run: Run) -> str:

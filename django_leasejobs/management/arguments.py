@@ -11,8 +11,9 @@ from collections.abc import Callable
 
 from django_leasejobs.exceptions import JobNotRegistered
 from django_leasejobs.registry import get_job
+from django_leasejobs.routing import queue_problem
 
-__all__ = ["quantity", "registered_job", "whole_number"]
+__all__ = ["quantity", "queue_name", "registered_job", "whole_number"]
 
 
 def whole_number(low: int = 1, high: int | None = None) -> Callable[[str], int]:
@@ -54,3 +55,10 @@ def registered_job(value: str) -> str:
         return get_job(value).name
     except JobNotRegistered as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def queue_name(value: str) -> str:
+    """A queue name as a run stores it: 1-100 characters (W4)."""
+    if problem := queue_problem("--queue", value):
+        raise argparse.ArgumentTypeError(problem)
+    return value

@@ -15,6 +15,7 @@ from django_leasejobs.codec import Decoded, decode
 from django_leasejobs.fields import KeyField
 from django_leasejobs.ids import new_id
 from django_leasejobs.querysets import RunQuerySet
+from django_leasejobs.routing import DEFAULT_QUEUE, PRIORITY_MAX, PRIORITY_MIN, QUEUE_LENGTH
 from django_leasejobs.states import FailureCode, RunOrigin, RunStatus
 
 __all__ = ["INSTANCE_LENGTH", "JOB_NAME_LENGTH", "Run", "Step"]
@@ -105,6 +106,23 @@ class Run(models.Model):
         editable=False,
         help_text=_("job|instance while the run is live; empty once it has finished."),
     )
+    queue = KeyField(
+        _("queue"),
+        max_length=QUEUE_LENGTH,
+        default=DEFAULT_QUEUE,
+        help_text=_("Which workers take the run: rundueJobs --queue, or every worker."),
+    )
+    priority = models.SmallIntegerField(
+        _("priority"),
+        default=0,
+        help_text=_("From -100 to 100: among due runs, a higher priority is driven first."),
+    )
+    result = models.TextField(
+        _("result (JSON)"),
+        null=True,
+        blank=True,
+        help_text=_("What the last pass handed to p.done(result=...); empty for none."),
+    )
 
     objects: ClassVar[RunQuerySet] = RunQuerySet.as_manager()  # type: ignore[assignment]
 
@@ -117,9 +135,12 @@ class Run(models.Model):
             ("release_run", _("Can release a held run")),
         ]
         indexes = [
-            # The drive's due read (D1) is one range over this index: status
-            # first, so its cost tracks live runs, not the retained history.
-            models.Index(fields=["status", "next_attempt_at", "id"], name="leasejobs_run_due"),
+            # The drive's due read (D1, D7) is read in this index's order:
+            # status first, so its cost tracks live runs, not the retained
+            # history; then priority, highest first, and due order within it.
+            models.Index(
+                fields=["status", "-priority", "next_attempt_at", "id"], name="leasejobs_run_due"
+            ),
             # The admin's list (A1): newest first, filtered by status, job or
             # failure code, over a million retained runs without a sort.
             models.Index(fields=["status", "id"], name="leasejobs_run_status"),
@@ -131,6 +152,10 @@ class Run(models.Model):
             # Coalescing (R1) is the database's decision, not a read-then-insert:
             # NULLs do not collide, so finished runs release their key.
             models.UniqueConstraint(fields=["live_key"], name="leasejobs_run_live_key"),
+            models.CheckConstraint(
+                condition=models.Q(priority__gte=PRIORITY_MIN, priority__lte=PRIORITY_MAX),
+                name="leasejobs_run_priority_range",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -165,6 +190,9 @@ class Run(models.Model):
 
     def decoded_rerun_payload(self) -> Decoded:
         return decode(self.rerun_payload)
+
+    def decoded_result(self) -> Decoded:
+        return decode(self.result)
 
     def decoded(self) -> dict[str, Decoded]:
         """The payload, cursor and counters, each decoded (or the reason it is not)."""

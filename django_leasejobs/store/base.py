@@ -78,8 +78,10 @@ def finished(status: RunStatus, at: Any) -> dict[str, Any]:
     return {"status": status, "next_attempt_at": None, "ended_at": at, "live_key": None}
 
 
-def create(run_id: str, *, job: str, instance: str, payload: str, origin: str) -> Run:
-    """Insert a new live run, due now: for start() and for a kick's follow-up alike."""
+def create(  # noqa: PLR0913 - the columns a new run is given
+    run_id: str, *, job: str, instance: str, payload: str, origin: str, queue: str, priority: int
+) -> Run:
+    """Insert a new live run, due now: a kick's follow-up."""
     at = now()
     return runs().create(
         id=run_id,
@@ -87,6 +89,8 @@ def create(run_id: str, *, job: str, instance: str, payload: str, origin: str) -
         instance=instance,
         origin=origin,
         payload=payload,
+        queue=queue,
+        priority=priority,
         status=RunStatus.RUNNING,
         started_at=at,
         updated_at=at,
@@ -104,6 +108,9 @@ def follow_up(previous: Run) -> None:
         instance=previous.instance,
         payload=payload or "null",
         origin=RunOrigin.FOLLOW_UP,
+        # The same work again: it goes where the kicked run went, in its turn.
+        queue=previous.queue,
+        priority=previous.priority,
     )
     notify(alias())
 

@@ -24,7 +24,16 @@ from django_leasejobs.registry import Job, get_job
 from django_leasejobs.states import LIVE_STATUSES, RunOrigin
 
 from .base import alias, conflicts_retried, runs
-from .starts import START_ROUNDS, Row, StartResult, check_key, check_run_after, insert, join
+from .starts import (
+    START_ROUNDS,
+    Route,
+    Row,
+    StartResult,
+    check_key,
+    check_run_after,
+    insert,
+    join,
+)
 
 __all__ = ["CHUNK_MAX", "start_many"]
 
@@ -85,7 +94,7 @@ def start_many(
     # order, so overlapping batches cannot deadlock (§12).
     pending = sorted(rows.values(), key=lambda row: row.live_key)
     for start in range(0, len(pending), CHUNK_MAX):
-        found |= _start_chunk(spec.name, pending[start : start + CHUNK_MAX], run_after)
+        found |= _start_chunk(spec, pending[start : start + CHUNK_MAX], run_after)
     results = []
     for instance, _payload in pairs:
         result = found[instance]
@@ -95,11 +104,12 @@ def start_many(
     return results
 
 
-def _start_chunk(job: str, chunk: list[Row], run_after: datetime | None) -> dict[str, StartResult]:
+def _start_chunk(spec: Job, chunk: list[Row], run_after: datetime | None) -> dict[str, StartResult]:
     """Insert the chunk; join the live runs of the keys it found taken. By instance."""
     found: dict[str, StartResult] = {}
+    route = Route(spec.queue, spec.priority)  # the job's own: checked at registration
     for _ in range(START_ROUNDS):
-        for run in insert(job, RunOrigin.API, chunk, run_after=run_after):
+        for run in insert(spec.name, RunOrigin.API, chunk, route, run_after=run_after):
             found[run.instance] = StartResult(run, joined=False)
         taken = [row for row in chunk if row.instance not in found]
         if not taken:

@@ -23,7 +23,8 @@ from django_leasejobs.querysets import RunQuerySet
 from django_leasejobs.states import FailureCode, RunStatus
 
 from .base import alias, conflicts_retried, finished, follow_up, now
-from .compiled import AS_IS, KEY, Carried, Slots, Statement
+from .carried import Carried
+from .compiled import AS_IS, KEY, Slots, Statement
 
 __all__ = ["commit", "defer", "hold", "record_step", "renew", "settle"]
 
@@ -111,8 +112,8 @@ def record_step(
 
 
 @cache
-def _commit(
-    *, done: bool, quiet: bool, total: bool, drop_steps: bool, no_cursor: bool
+def _commit(  # noqa: PLR0913 - one flag per shape of the statement
+    *, done: bool, quiet: bool, total: bool, drop_steps: bool, no_cursor: bool, result: bool
 ) -> Statement:
     """R3's one UPDATE, in each of its shapes (a finish, a kicked finish, an advance, ...)."""
 
@@ -128,12 +129,15 @@ def _commit(
         if total:
             values["progress_total"] = s.total
         values |= finished(RunStatus.DONE, s.now) if done else {"next_attempt_at": s.now}
+        if result:
+            values["result"] = s.result
         if drop_steps:
             values["has_steps"] = False
         held = _held(runs, s)
         return (held.filter(rerun_requested=False) if quiet else held), values
 
-    return Statement({**_HELD, "cursor": AS_IS, "counters": AS_IS, "total": AS_IS}, build)
+    fields = {"cursor": AS_IS, "counters": AS_IS, "total": AS_IS, "result": AS_IS}
+    return Statement({**_HELD, **fields}, build)
 
 
 @conflicts_retried
@@ -146,6 +150,7 @@ def commit(
     done: bool,
     progress_total: int | None,
     drop_steps: bool,
+    result: str | None = None,
 ) -> bool:
     """Commit a pass that returned (R3), in one transaction.
 
@@ -154,16 +159,18 @@ def commit(
     released lease due now (L8), and drops the pass's step ledger. Done: status
     ``done``, ``ended_at`` stamped, ``live_key`` cleared -- and if a kick asked
     for it (``rerun_requested``), the follow-up run starts in the same
-    transaction, so the key is never free for a moment in between.
+    transaction, so the key is never free for a moment in between. A finish
+    with a *result* (already encoded) stores it in the run's ``result``.
     """
     using = alias()
     values: dict[str, Any] = {"run_id": run.pk, "owner": owner, "cursor": cursor}
-    values |= {"counters": counters, "total": progress_total}
+    values |= {"counters": counters, "total": progress_total, "result": result}
     shape = {
         "done": done,
         "total": progress_total is not None,
         "drop_steps": drop_steps,
         "no_cursor": cursor is None,  # SQL NULL, as QuerySet.update() writes it
+        "result": done and result is not None,
     }
     # A finish first tries the form no kick asked to follow up; most finishes
     # are that, and then nothing needs to be read back.

@@ -20,19 +20,23 @@ from django_leasejobs.models import INSTANCE_LENGTH, Run
 from django_leasejobs.policy import MAX_DELAY
 from django_leasejobs.querysets import live_key
 from django_leasejobs.registry import Job, get_job
+from django_leasejobs.routing import priority_problem, queue_problem
 from django_leasejobs.states import LIVE_STATUSES, RunOrigin, RunStatus
 
 from .base import CHANNEL, alias, conflicts_retried, notifies, now, runs
 from .cancels import free_expired_cancel
-from .compiled import Insert, Unnest, returns_rows
+from .compiled import returns_rows
+from .inserts import Insert, Unnest
 
 __all__ = [
+    "Route",
     "Row",
     "StartResult",
     "check_key",
     "check_run_after",
     "insert",
     "join",
+    "routed",
     "start",
     "start_as",
 ]
@@ -60,6 +64,8 @@ def start(
     instance: str = "default",
     again: bool = False,
     run_after: datetime | None = None,
+    queue: str | None = None,
+    priority: int | None = None,
 ) -> StartResult:
     """Start a run of *job*, or join the live one (SPEC R1).
 
@@ -83,6 +89,10 @@ def start(
     run_after:
         An aware datetime: a new run is first due then, never earlier. At
         most ten years ahead. A join ignores it.
+    queue, priority:
+        Override the job's own (``@job(queue=..., priority=...)``) for a new
+        run: which workers take it (W4), and its turn among due runs (D7). A
+        join ignores them: the live run keeps its own.
 
     Returns
     -------
@@ -104,11 +114,20 @@ def start(
         *instance* is not a non-empty str of at most 200 storable characters
         (a ``ValueError``); nothing is written.
     ValueError
-        *run_after* is naive, not a datetime, or more than ten years ahead.
+        *run_after* is naive, not a datetime, or more than ten years ahead;
+        *priority* is not an int from -100 to 100; *queue* is not a non-empty
+        str of at most 100 characters. Nothing is written.
 
     """
     return start_as(
-        RunOrigin.API, job, payload, instance=instance, again=again, run_after=run_after
+        RunOrigin.API,
+        job,
+        payload,
+        instance=instance,
+        again=again,
+        run_after=run_after,
+        queue=queue,
+        priority=priority,
     )
 
 
@@ -121,18 +140,21 @@ def start_as(
     instance: str = "default",
     again: bool = False,
     run_after: datetime | None = None,
+    queue: str | None = None,
+    priority: int | None = None,
 ) -> StartResult:
     """:func:`start`, recording how the run began (``origin``, SPEC §2)."""
     spec = get_job(job)
     check_key("instance", instance, INSTANCE_LENGTH)
     check_run_after(run_after)
+    route = routed(spec, queue, priority)
     text = encode(payload, "payload")
     key = live_key(spec.name, instance)
     for _ in range(START_ROUNDS):
         # The unique live_key decides, inside the database, which of any number
         # of concurrent callers inserts; the others join the run it holds.
         row = Row(new_id(), instance, text, key)
-        inserted = insert(spec.name, origin, [row], run_after=run_after)
+        inserted = insert(spec.name, origin, [row], route, run_after=run_after)
         if inserted:
             return StartResult(inserted[0], joined=False)
         joined = join(key, text, again=again)
@@ -155,6 +177,23 @@ def check_run_after(run_after: object, name: str = "run_after") -> None:
         raise ValueError(f"{name} must be at most {MAX_DELAY.days} days ahead, got {run_after}")
 
 
+class Route(NamedTuple):
+    """Where a new run goes and in what turn: its queue (W4) and priority (D7)."""
+
+    queue: str
+    priority: int
+
+
+def routed(spec: Job, queue: object, priority: object) -> Route:
+    """*spec*'s own queue and priority, or the overrides given, once they are checked (§11)."""
+    queue = spec.queue if queue is None else queue
+    priority = spec.priority if priority is None else priority
+    for problem in (queue_problem("queue", queue), priority_problem("priority", priority)):
+        if problem:
+            raise ValueError(problem)
+    return Route(queue, priority)  # type: ignore[arg-type]  # checked just above
+
+
 class Row(NamedTuple):
     """What a new run is given: the rest is the model's defaults and the database's time."""
 
@@ -169,7 +208,12 @@ _UNNEST = Unnest()
 
 
 def insert(
-    job: str, origin: RunOrigin, rows: list[Row], *, run_after: datetime | None = None
+    job: str,
+    origin: RunOrigin,
+    rows: list[Row],
+    route: Route,
+    *,
+    run_after: datetime | None = None,
 ) -> list[Run]:
     """Insert *rows* as live runs, due now or at *run_after*; return those whose key was free.
 
@@ -182,8 +226,9 @@ def insert(
     using = alias()
     deferred = run_after is not None
     if not returns_rows(using):
-        return _insert_and_read(job, origin, rows, run_after)
+        return _insert_and_read(job, origin, rows, route, run_after)
     values: dict[str, Any] = {"job": job, "origin": origin, "channel": CHANNEL}
+    values |= route._asdict()
     values["run_after"] = run_after
     # A run due later wakes nobody: the first drive after it is due finds it.
     notify = notifies(using) and (run_after is None or run_after <= timezone.now())
@@ -195,7 +240,7 @@ def insert(
 
 
 def _insert_and_read(
-    job: str, origin: RunOrigin, rows: list[Row], run_after: datetime | None
+    job: str, origin: RunOrigin, rows: list[Row], route: Route, run_after: datetime | None
 ) -> list[Run]:
     at = now()
     objects: list[Model] = [
@@ -205,6 +250,8 @@ def _insert_and_read(
             instance=row.instance,
             origin=origin,
             payload=row.payload,
+            queue=route.queue,
+            priority=route.priority,
             started_at=at,
             updated_at=at,
             next_attempt_at=run_after if run_after is not None else at,

@@ -10,7 +10,12 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 
 from django_leasejobs.driver import DriveReport, drive_for, run_due_jobs
-from django_leasejobs.management.arguments import quantity, registered_job, whole_number
+from django_leasejobs.management.arguments import (
+    quantity,
+    queue_name,
+    registered_job,
+    whole_number,
+)
 from django_leasejobs.management.base import LeaseJobsCommand
 from django_leasejobs.worker import Worker
 
@@ -49,6 +54,14 @@ class Command(LeaseJobsCommand):
             type=registered_job,
             metavar="NAME",
             help="Only drive this job; repeat for several (default: every registered job).",
+        )
+        parser.add_argument(
+            "--queue",
+            action="append",
+            dest="queues",
+            type=queue_name,
+            metavar="NAME",
+            help="Only drive runs of this queue; repeat for several (default: every queue) (W4).",
         )
         parser.add_argument(
             "--max-seconds",
@@ -93,6 +106,7 @@ class Command(LeaseJobsCommand):
             "limit": options["limit"],
             "max_passes": options["max_passes"],
             "jobs": options["jobs"],
+            "queues": options["queues"],
         }
         if options["loop"] and options["max_seconds"] is not None:
             raise CommandError("--max-seconds bounds a one-shot run; --loop keeps driving")
