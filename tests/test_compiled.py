@@ -165,7 +165,7 @@ def test_s13_a_compiled_insert_sends_what_bulk_create_sends(deferred, frozen_clo
         assert len(captured.captured_queries) == 2
         return
     inserted = _sent(
-        lambda: _INSERT.run("default", values, len(rows), notify=False, deferred=deferred)
+        lambda: _INSERT.run("default", values, rows, notify=False, deferred=deferred)
     )
     assert inserted.split(" RETURNING ")[0] == by_orm
 
@@ -269,3 +269,20 @@ def test_s13_a_compiled_read_sends_and_returns_what_its_queryset_does(read):
         assert rows == [(due.pk, "tests.walk", False)]  # the claimed run is not due
     else:
         assert rows == [(held.pk, "owner-x", "thishost:1:2:x")]
+
+
+@pytest.mark.usefixtures("clock")
+@pytest.mark.parametrize("later", [False, True], ids=["due now", "run_after"])
+def test_s13_a_started_run_is_the_run_a_queryset_reads_back(later):
+    """start() and start_many() build the run from what they wrote and the time returned."""
+    from django.utils import timezone
+
+    run_after = timezone.now() + timedelta(hours=1) if later else None
+    results = [
+        start("tests.walk", {"n": 1}, instance="one", queue="q", priority=3, run_after=run_after),
+        *start_many("tests.walk", [("a", [1]), ("b", None)], run_after=run_after),
+    ]
+    for result in results:
+        stored = Run.objects.get(pk=result.run.pk)
+        assert [getattr(result.run, f) for f in FIELDS] == [getattr(stored, f) for f in FIELDS]
+        assert result.run._state.adding is False
