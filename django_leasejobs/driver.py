@@ -59,9 +59,7 @@ SNAPSHOT = Select(
 )
 
 
-def _snapshot(
-    jobs: Iterable[Job], queues: tuple[str, ...] | None, scan_max: int
-) -> list[DueKey]:
+def _snapshot(jobs: Iterable[Job], queues: tuple[str, ...] | None, scan_max: int) -> list[DueKey]:
     """D1: one read of up to *scan_max* due runs of *jobs*, in the due index's order.
 
     The job and queue filters are in the query, so runs of jobs this process
@@ -81,6 +79,15 @@ def _fire_schedules(using: str, jobs: set[str] | None, report: DriveReport) -> N
     now = get_clock().now(using)
     for problem in schedules.drive_schedules(now, jobs):
         report.errors.append(Note("", f"schedule {problem.job!r}: {problem.text}"))
+
+
+def _bounds(limit: int | None, max_passes: int | None) -> tuple[int, int]:
+    """The drive's limit and passes per run: as given, or the settings' (D2, D3)."""
+    limit = conf.DRIVE_LIMIT if limit is None else limit
+    max_passes = conf.MAX_PASSES if max_passes is None else max_passes
+    if limit < 1 or max_passes < 1:
+        raise ValueError("limit and max_passes must be at least 1")
+    return limit, max_passes
 
 
 def _queues(queues: Iterable[str] | None) -> tuple[str, ...] | None:
@@ -209,10 +216,7 @@ def run_due_jobs(
     django.db.DatabaseError
         Only when the due read itself fails (the drive could not run at all).
     """
-    limit = conf.DRIVE_LIMIT if limit is None else limit
-    max_passes = conf.MAX_PASSES if max_passes is None else max_passes
-    if limit < 1 or max_passes < 1:
-        raise ValueError("limit and max_passes must be at least 1")
+    limit, max_passes = _bounds(limit, max_passes)
     stop = stop or (lambda: False)
     specs = _registered(jobs)
     by_name = {spec.name: spec for spec in specs}

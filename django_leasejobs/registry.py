@@ -140,7 +140,8 @@ def _validate(spec: Job) -> None:
             raise InvalidJob(name, problem)
     if type(spec.safe_to_repeat) is not bool:
         raise InvalidJob(name, f"safe_to_repeat must be True or False, got {spec.safe_to_repeat!r}")
-    for problem in (queue_problem("queue", spec.queue), priority_problem("priority", spec.priority)):
+    routing = (queue_problem("queue", spec.queue), priority_problem("priority", spec.priority))
+    for problem in routing:
         if problem:
             raise InvalidJob(name, problem)
     if spec.missed not in MissedRule.values:

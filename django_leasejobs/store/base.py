@@ -78,7 +78,7 @@ def finished(status: RunStatus, at: Any) -> dict[str, Any]:
     return {"status": status, "next_attempt_at": None, "ended_at": at, "live_key": None}
 
 
-def create(  # noqa: PLR0913 - the columns a new run is given
+def create(
     run_id: str, *, job: str, instance: str, payload: str, origin: str, queue: str, priority: int
 ) -> Run:
     """Insert a new live run, due now: a kick's follow-up."""

@@ -129,7 +129,7 @@ def _start_chunk(spec: Job, chunk: list[Row], run_after: datetime | None) -> dic
         if not chunk:
             return found
     raise LeaseJobsError(
-        f"could not start or join {len(chunk)} runs of {job!r}: keys kept flipping"
+        f"could not start or join {len(chunk)} runs of {spec.name!r}: keys kept flipping"
     )
 
 

@@ -22,7 +22,6 @@ from django_leasejobs.clock import DatabaseClock, get_clock
 from django_leasejobs.models import Run
 
 from .compiled import (
-    _COLUMNS,
     AS_IS,
     Slots,
     _Bound,

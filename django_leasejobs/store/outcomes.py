@@ -112,7 +112,7 @@ def record_step(
 
 
 @cache
-def _commit(  # noqa: PLR0913 - one flag per shape of the statement
+def _commit(
     *, done: bool, quiet: bool, total: bool, drop_steps: bool, no_cursor: bool, result: bool
 ) -> Statement:
     """R3's one UPDATE, in each of its shapes (a finish, a kicked finish, an advance, ...)."""
