@@ -10,7 +10,6 @@ the live run instead.
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from typing import Any
 
 from django.db import connections, transaction
@@ -22,6 +21,7 @@ from django_leasejobs.clock import DatabaseClock, get_clock
 from django_leasejobs.models import Run
 
 from .compiled import (
+    _COLUMNS,
     AS_IS,
     Slots,
     _Bound,
@@ -87,9 +87,7 @@ class Insert:
             objects = self.objects(rows, slots, deferred=deferred)
             query.insert_values(Run._meta.concrete_fields, objects)
             ((sql, params),) = query.get_compiler(using).as_sql()
-            # Only what the database decided: the rest of each run is what
-            # the call gave, so it is built here rather than loaded back.
-            columns, converters = _returning(using, _RETURNED)
+            columns, converters = _returning(using)
             sql = f"{sql} RETURNING {columns}"
             if notify:
                 # Delivered when the transaction commits, and only if a run went in (W2).
@@ -99,22 +97,23 @@ class Insert:
         return found
 
     def run(
-        self, using: str, values: dict[str, Any], rows: list[Any], *, notify: bool, deferred: bool
+        self, using: str, values: dict[str, Any], rows: int, *, notify: bool, deferred: bool
     ) -> list[Run]:
-        """Insert *rows* (each with the :attr:`PER_ROW` attributes); return those that went in."""
-        compiled = self.compiled(using, len(rows), notify=notify, deferred=deferred)
-        bound = dict(values)
-        for number, row in enumerate(rows):
-            bound |= {f"{name}_{number}": getattr(row, name) for name in self.PER_ROW}
+        """Insert *rows* runs; return those that went in (a taken key is left out)."""
+        compiled = self.compiled(using, rows, notify=notify, deferred=deferred)
         clock = get_clock()
         if not isinstance(clock, DatabaseClock):
-            bound["now"] = clock.now(using)
+            values = {**values, "now": clock.now(using)}
         connection = connections[using]
         with connection.cursor() as cursor:
             with transaction.mark_for_rollback_on_error(using=using):
-                cursor.execute(compiled.sql, compiled.bind(bound, connection))
+                cursor.execute(compiled.sql, compiled.bind(values, connection))
             found = cursor.fetchall()
-        return _built(using, values, rows, _went_in(using, found, compiled.converters))
+        width = len(_COLUMNS)
+        return [
+            Run.from_db(using, _COLUMNS, _convert(row[:width], compiled.converters, using))
+            for row in found
+        ]
 
 
 class Unnest:
@@ -196,7 +195,7 @@ class Unnest:
                 "",
             )
             params.append(_Bound("rows", AS_IS, False))
-        returned, converters = _returning(using, _RETURNED)
+        returned, converters = _returning(using, ("id", "started_at"))
         sql = (
             f"{verb} INTO {qn(Run._meta.db_table)} ({', '.join(columns)}) "
             f"SELECT {', '.join(select)} FROM {source} {conflict}RETURNING {returned}"
@@ -225,49 +224,27 @@ class Unnest:
             with transaction.mark_for_rollback_on_error(using=using):
                 cursor.execute(compiled.sql, compiled.bind(bound, connection))
             found = cursor.fetchall()
-        return _built(using, values, rows, _went_in(using, found, compiled.converters))
-
-
-#: What an insert returns of each run that went in: its id, and the time the
-#: database gave it (the clock's, which only the database knows).
-_RETURNED = ("id", "started_at")
-
-
-def _went_in(using: str, found: list[Any], converters: tuple[Any, ...]) -> dict[str, datetime]:
-    """The start time of each run the insert returned, by id."""
-    went_in = {}
-    for row in found:
-        run_id, started = _convert(row[: len(_RETURNED)], converters, using)
-        went_in[run_id] = started
-    return went_in
-
-
-def _built(
-    using: str, values: dict[str, Any], rows: list[Any], went_in: dict[str, datetime]
-) -> list[Run]:
-    """The runs of *rows* that went in, as the insert wrote them, in the rows' order.
-
-    Every column is the call's or the model's default, as the ``INSERT``
-    wrote it, but the times, which are the database's: ``tests/test_compiled.py``
-    compares these with the rows read back.
-    """
-    runs = []
-    for row in rows:
-        started = went_in.get(row.id)
-        if started is not None:
-            run = Run(
-                id=row.id,
-                job=values["job"],
-                instance=row.instance,
-                origin=values["origin"],
-                payload=row.payload,
-                queue=values["queue"],
-                priority=values["priority"],
-                started_at=started,
-                updated_at=started,
-                next_attempt_at=values["run_after"] or started,
-                live_key=row.live_key,
-            )
-            run._state.adding, run._state.db = False, using
-            runs.append(run)
-    return runs
+        went_in = {}
+        for row in found:
+            run_id, started = _convert(row[:2], compiled.converters, using)
+            went_in[run_id] = started
+        runs = []
+        for row in rows:
+            started = went_in.get(row.id)
+            if started is not None:
+                run = Run(
+                    id=row.id,
+                    job=values["job"],
+                    instance=row.instance,
+                    origin=values["origin"],
+                    payload=row.payload,
+                    queue=values["queue"],
+                    priority=values["priority"],
+                    started_at=started,
+                    updated_at=started,
+                    next_attempt_at=values["run_after"] or started,
+                    live_key=row.live_key,
+                )
+                run._state.adding, run._state.db = False, using
+                runs.append(run)
+        return runs
