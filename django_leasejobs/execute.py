@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -21,6 +22,7 @@ from . import signals, store
 from .codec import encode
 from .errors import connection_lost, describe
 from .exceptions import DecodeFailed, Defer, NotQueueSafe, StepFailed, UnreadableRow
+from .heartbeat import Heartbeat
 from .holder import current_holder
 from .ids import new_owner
 from .leases import TAKEOVER_NOTE, Countdown
@@ -145,9 +147,14 @@ def _one_pass(
         error = f"UnreadableRow: {unreadable.reason}"
         return _fail(run, spec, owner, FailureCode.DECODE_FAILED, error)
     record = PassRecord(spec.timeout)
+    # L10: a handler with no step boundaries keeps its lease from a side thread.
+    beating: AbstractContextManager[object] = (
+        Heartbeat(run.pk, owner, countdown, record) if spec.heartbeat else nullcontext()
+    )
     try:
         p = Pass(run, spec, owner, countdown, record, interrupt=interrupt)
-        ending = Ending(result=spec.handler(p))
+        with beating:
+            ending = Ending(result=spec.handler(p))
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # LeaseLost and PassInterrupted too; SystemExit is a failure

@@ -63,6 +63,7 @@ class Job:
     stall_after: timedelta | None = None
     queue: str = DEFAULT_QUEUE
     priority: int = 0
+    heartbeat: bool = False
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -138,8 +139,9 @@ def _validate(spec: Job) -> None:
         value = getattr(spec, option)
         if value is not None and (problem := delay_problem(option, value, positive=True)):
             raise InvalidJob(name, problem)
-    if type(spec.safe_to_repeat) is not bool:
-        raise InvalidJob(name, f"safe_to_repeat must be True or False, got {spec.safe_to_repeat!r}")
+    for flag in ("safe_to_repeat", "heartbeat"):
+        if type(getattr(spec, flag)) is not bool:
+            raise InvalidJob(name, f"{flag} must be True or False, got {getattr(spec, flag)!r}")
     routing = (queue_problem("queue", spec.queue), priority_problem("priority", spec.priority))
     for problem in routing:
         if problem:
@@ -232,6 +234,7 @@ class JobOptions(TypedDict, total=False):
     stall_after: timedelta | None
     queue: str
     priority: int
+    heartbeat: bool
 
 
 @overload
@@ -277,6 +280,11 @@ def job(
     priority:
         An int from -100 to 100: among due runs a higher one is driven first
         (D7). Defaults to 0. ``start()`` may override it.
+    heartbeat:
+        ``True`` for a handler with long stretches and no step boundaries: a
+        side thread renews the lease about every third of it while the pass
+        runs (L10), so no other worker takes the run over meanwhile. Past the
+        job's ``timeout`` the renewals stop and the run is taken over.
 
     Raises
     ------

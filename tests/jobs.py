@@ -169,3 +169,24 @@ def chaos_cron(p):
     """A minutely schedule the chaos workers drive beside their runs; its row is nudged
     off the cron grid mid-run (D6)."""
     return p.done()
+
+
+def _marked_sleep(p):
+    """Note this pass's attempt in the payload's file, then sleep with no step boundary."""
+    import time
+
+    with open(p.payload["marks"], "a") as marks:
+        marks.write(f"{p.attempt}\n")
+    if p.attempt == 1:
+        time.sleep(p.payload["sleep"])
+    return p.done()
+
+
+# L10: leases of 0.6 s, renewed by the heartbeat every 0.2 s while a pass sleeps.
+job("tests.heartbeat", lease=timedelta(milliseconds=600), heartbeat=True)(_marked_sleep)
+job(
+    "tests.heartbeat.timeout",
+    lease=timedelta(milliseconds=600),
+    heartbeat=True,
+    timeout=timedelta(milliseconds=500),
+)(_marked_sleep)

@@ -1,0 +1,93 @@
+"""L10: a pass's lease renewed from a side thread, for handlers with no step boundaries.
+
+A handler that makes one long call -- a report query, an upload, a Django
+task's function -- never reaches a step boundary, so nothing renews its lease
+(L7) and another worker would take it over while it still runs. With
+``@job(heartbeat=True)`` a thread renews the lease about every third of it
+while the pass runs. Each renewal is L7's own: one fenced ``UPDATE`` on the
+database clock, sent on the thread's own connection (Django's connections
+are per thread), which the thread closes when it ends.
+
+A renewal that finds the lease gone marks the pass lost: its later writes
+are refused (L6) and its outcome is ``superseded``. Past the job's
+``timeout`` the thread stops renewing, so the lease runs out and the run is
+taken over (charged, L3) even if the handler never returns: the timeout is
+what bounds a pass that hangs, not the life of its process.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from types import TracebackType
+
+from django.db import DatabaseError, connections
+
+from . import store
+from .errors import one_line
+from .leases import Countdown
+from .passes import PassRecord, Verdict
+
+__all__ = ["BEAT_SHARE", "Heartbeat"]
+
+logger = logging.getLogger("django_leasejobs")
+
+#: How often the lease is renewed, as a share of it: three beats per lease,
+#: so one lost renewal (a blip of the database) still leaves a third in hand.
+BEAT_SHARE = 1 / 3
+
+
+class Heartbeat:
+    """Renew *owner*'s lease on run *run_id* while the ``with`` block runs."""
+
+    def __init__(self, run_id: str, owner: str, countdown: Countdown, record: PassRecord) -> None:
+        self._run_id = run_id
+        self._owner = owner
+        self._countdown = countdown
+        self._record = record
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(
+            target=self._beat, name=f"leasejobs-heartbeat-{run_id}", daemon=True
+        )
+        #: Renewals that landed, for the curious (and the tests).
+        self.beats = 0
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        # Stopped and joined before the pass's outcome is written, so no
+        # renewal can land after the commit or settle released the lease.
+        self._stopped.set()
+        self._thread.join()
+
+    def _beat(self) -> None:
+        interval = self._countdown.lease.total_seconds() * BEAT_SHARE
+        try:
+            while not self._stopped.wait(interval):
+                if self._record.timed_out():
+                    return  # R10: let the lease run out; the run will be taken over
+                sent = Countdown.now()
+                try:
+                    held = store.renew(self._run_id, self._owner, self._countdown.lease)
+                except DatabaseError as exc:
+                    # The lease may well still hold: try again at the next beat.
+                    logger.warning(
+                        "Heartbeat of run id=%s could not renew its lease (%s)",
+                        self._run_id,
+                        one_line(exc),
+                    )
+                    continue
+                if not held:
+                    self._record.decide(Verdict.LOST)
+                    return
+                self._countdown.renewed(sent)
+                self.beats += 1
+        finally:
+            connections.close_all()  # this thread's connections only

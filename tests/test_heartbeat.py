@@ -1,0 +1,126 @@
+"""L10: a heartbeat renews the lease of a pass with no step boundaries, until its timeout.
+
+The worker is a real process; the would-be thief is this test process,
+driving the same runs on its own connection. Without the heartbeat the
+lease of 0.6 s runs out during the first pass and this process takes the
+run over (a second attempt in the marks file), which is what the first test
+would catch.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+
+from django_leasejobs import InvalidJob, RunStatus, run_due_jobs, start
+from django_leasejobs.models import Run
+from tests.processes import django_command
+from tests.utils import fresh
+
+WAIT = 30  # seconds: the longest any wait below may take before the test fails
+
+
+def _began(marks, attempts=1):
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        if marks.exists() and len(marks.read_text().split()) >= attempts:
+            return True
+        time.sleep(0.01)
+    return False
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.concurrency
+def test_l10_a_heartbeat_keeps_a_pass_of_three_leases_from_being_taken_over(tmp_path):
+    marks = tmp_path / "marks"
+    run = start("tests.heartbeat", {"sleep": 2.0, "marks": str(marks)}).run  # > 3 leases
+    worker = django_command("rundueJobs", "--job", "tests.heartbeat")
+    try:
+        assert _began(marks)
+        attempted = 0
+        while worker.poll() is None:  # try to take the run over for as long as the pass runs
+            attempted += run_due_jobs(jobs=["tests.heartbeat"]).attempted
+            time.sleep(0.05)
+        out, err = worker.communicate(timeout=WAIT)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    assert worker.returncode == 0, err
+    assert "completed=1" in out
+    assert attempted == 0
+    assert marks.read_text().split() == ["1"]  # one pass: never run twice
+    stored = fresh(run)
+    assert (stored.status, stored.attempts, stored.failure_code) == (RunStatus.DONE, 0, "")
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.concurrency
+def test_l10_past_its_timeout_a_hung_pass_stops_beating_and_is_taken_over(tmp_path):
+    marks = tmp_path / "marks"
+    run = start("tests.heartbeat.timeout", {"sleep": 3.0, "marks": str(marks)}).run
+    worker = django_command("rundueJobs", "--job", "tests.heartbeat.timeout")
+    try:
+        assert _began(marks)
+        deadline = time.monotonic() + WAIT
+        report = None
+        while time.monotonic() < deadline:
+            report = run_due_jobs(jobs=["tests.heartbeat.timeout"])
+            if report.attempted:
+                break
+            time.sleep(0.05)
+        assert report is not None
+        assert report.completed == 1
+        assert worker.poll() is None  # taken over while the first pass still hangs
+        out, err = worker.communicate(timeout=WAIT)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    assert marks.read_text().split() == ["1", "2"]  # the takeover was charged: attempt 2
+    assert "superseded=1" in out, (out, err)  # the hung pass's late outcome wrote nothing
+    assert fresh(run).status == RunStatus.DONE
+
+
+@pytest.mark.django_db(transaction=True)
+def test_l10_a_heartbeat_that_finds_the_lease_gone_stops_the_pass(define, drive):
+    ran = []
+
+    def handler(p):
+        Run.objects.filter(pk=p.run.id).update(lease_owner="someone-else")  # the lease is gone
+        time.sleep(0.35)  # more than a beat (0.2 s): the heartbeat finds out
+        p.step("after", lambda: ran.append("step"))  # refused at the boundary, never run
+        return p.done()
+
+    spec = define("t.l10.lost", handler, lease=timedelta(milliseconds=600), heartbeat=True)
+    run = start(spec).run
+    report = drive(spec)
+    assert report.superseded == 1
+    assert ran == []
+    assert fresh(run).lease_owner == "someone-else"
+    assert not [t for t in threading.enumerate() if t.name.startswith("leasejobs-heartbeat")]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_l10_the_heartbeat_thread_ends_with_its_pass(define, drive):
+    seen = []
+
+    def handler(p):
+        seen.extend(t.name for t in threading.enumerate() if t.name.startswith("leasejobs-"))
+        return p.done()
+
+    spec = define("t.l10.ends", handler, heartbeat=True)
+    run = start(spec).run
+    assert drive(spec).completed == 1
+    assert seen == [f"leasejobs-heartbeat-{run.pk}"]
+    assert not [t for t in threading.enumerate() if t.name.startswith("leasejobs-heartbeat")]
+
+
+@pytest.mark.parametrize("value", ["yes", 1, None])
+def test_l10_heartbeat_must_be_a_bool(define, value):
+    if value is None:  # None is "not given": the default, no heartbeat
+        assert define("t.l10.default", lambda p: p.done(), heartbeat=None).heartbeat is False
+        return
+    with pytest.raises(InvalidJob, match="heartbeat must be True or False"):
+        define("t.l10.bad", lambda p: p.done(), heartbeat=value)
