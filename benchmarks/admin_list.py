@@ -110,7 +110,7 @@ INSERT INTO leasejobs_run (
     id, job, instance, payload, status, cursor, counters, attempts, failure_code, last_error,
     started_at, updated_at, next_attempt_at, ended_at, lease_owner, lease_began_at,
     lease_holder, admission_misses, rerun_requested, rerun_payload, has_steps,
-    progress_total, live_key
+    progress_total, live_key, origin, queue, priority, result
 )
 SELECT
     lpad(upper(to_hex(n)), 26, '0'),
@@ -138,7 +138,11 @@ SELECT
     NULL,
     false,
     CASE WHEN mod(n, 4) = 0 THEN 1000 END,
-    CASE WHEN live THEN job || '|live-' || n END
+    CASE WHEN live THEN job || '|live-' || n END,
+    'api',
+    'default',
+    0,
+    CASE WHEN status = 'done' THEN '{"rows": ' || mod(n, 1000) || '}' END
 FROM (
     SELECT n, job, status, status IN ('running', 'held') AS live, started_at, took
     FROM (
@@ -201,6 +205,10 @@ def sqlite_rows(runs: int, base: datetime.datetime) -> Any:
             0,
             1000 if n % 4 == 0 else None,
             f"{job}|{instance}" if live else None,
+            "api",
+            "default",
+            0,
+            f'{{"rows": {n % 1000}}}' if status == "done" else None,
         )
 
 
@@ -208,7 +216,9 @@ SQLITE_INSERT = (
     "INSERT INTO leasejobs_run (id, job, instance, payload, status, cursor, counters, attempts, "
     "failure_code, last_error, started_at, updated_at, next_attempt_at, ended_at, lease_owner, "
     "lease_began_at, lease_holder, admission_misses, rerun_requested, rerun_payload, has_steps, "
-    "progress_total, live_key) VALUES (" + ", ".join(["%s"] * 23) + ")"
+    "progress_total, live_key, origin, queue, priority, result) VALUES ("
+    + ", ".join(["%s"] * 27)
+    + ")"
 )
 
 
@@ -506,6 +516,71 @@ def is_row_query(sql: str) -> bool:
     )
 
 
+#: D7: due runs added after the history, spread over every priority and the last hour.
+DUE = 10_000
+
+
+def due_read(repeat: int) -> dict[str, Any]:
+    """The drive's snapshot (D1, D7) among the retained runs, with DUE runs due at once."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from django.utils import timezone
+
+    from django_leasejobs import driver
+    from django_leasejobs.conf import conf
+    from django_leasejobs.models import Run
+
+    now = timezone.now()
+    due = []
+    for n in range(DUE):
+        job, instance = JOB_NAMES[n % 12], f"due-{n}"
+        at = now - datetime.timedelta(seconds=n % 3600)
+        due.append(
+            Run(
+                id=f"Z{n:025d}",
+                job=job,
+                instance=instance,
+                live_key=f"{job}|{instance}",
+                priority=n % 201 - 100,
+                started_at=at,
+                updated_at=at,
+                next_attempt_at=at,
+            )
+        )
+    Run.objects.bulk_create(due, batch_size=1000)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE leasejobs_run" if connection.vendor == "postgresql" else "ANALYZE")
+    names = tuple(sorted(JOB_NAMES))
+    timings = []
+    for _ in range(repeat + 1):  # the first is a warm-up
+        began = time.perf_counter()
+        rows = driver.SNAPSHOT.rows("default", names, None, conf.SCAN_MAX)
+        timings.append((time.perf_counter() - began) * 1000)
+    with CaptureQueriesContext(connection) as captured:
+        driver.SNAPSHOT.rows("default", names, None, conf.SCAN_MAX)
+    (sql,) = [q["sql"] for q in captured.captured_queries]
+    plan = explain(sql)
+    priorities = list(
+        Run.objects.filter(pk__in=[row[0] for row in rows]).values_list("priority", flat=True)
+    )
+    problems = []
+    if scans_table(plan):
+        problems.append("the due read scans or sorts the table (plan below)")
+    if len(rows) != conf.SCAN_MAX or min(priorities) < 100 - (conf.SCAN_MAX // (DUE // 201)):
+        problems.append(f"the due read did not return the {conf.SCAN_MAX} highest-priority runs")
+    return {
+        "due": DUE,
+        "median_ms": statistics.median(timings[1:]),
+        "min_ms": min(timings[1:]),
+        "max_ms": max(timings[1:]),
+        "returned": len(rows),
+        "priorities": [max(priorities), min(priorities)],
+        "sql": sql,
+        "plan": plan,
+        "problems": problems,
+    }
+
+
 def child(args: argparse.Namespace) -> None:
     server = setup_database()["server"]  # django.setup() and migrate, as in drain.py
     from django.contrib.auth import get_user_model
@@ -526,7 +601,9 @@ def child(args: argparse.Namespace) -> None:
     if default["rows_sql"] is None:
         raise RuntimeError("no row query captured for the default list")
     plan = explain(default["rows_sql"])
-    problems = [p for m in measured for p in m["problems"]]
+    due = due_read(args.repeat)
+    log(f"due read among {due['due']:,} due runs: median {due['median_ms']:.1f} ms")
+    problems = [p for m in measured for p in m["problems"]] + due["problems"]
     if scans_table(plan):
         problems.append("the default list's row query scans or sorts the table (plan below)")
     result = {
@@ -534,6 +611,7 @@ def child(args: argparse.Namespace) -> None:
         "seed": seeded,
         "pages": measured,
         "default_rows": {"sql": default["rows_sql"], "plan": plan},
+        "due": due,
         "problems": problems,
     }
     Path(args.result).write_text(json.dumps(result))
@@ -562,6 +640,11 @@ def run_child(url: str, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
 def one_line(sql: str, limit: int = 160) -> str:
     text = " ".join(sql.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def sql_and_plan(sql: str, plan: str) -> list[str]:
+    """A statement and its plan, as two fenced blocks."""
+    return ["```sql", sql, "```", "", "```", plan, "```", ""]
 
 
 def describe(database: str, result: dict[str, Any], limit_ms: float) -> tuple[list[str], list[str]]:
@@ -604,14 +687,15 @@ def describe(database: str, result: dict[str, Any], limit_ms: float) -> tuple[li
         "",
         f"### Default list, row query ({plan_kind})",
         "",
-        "```sql",
-        result["default_rows"]["sql"],
-        "```",
+        *sql_and_plan(result["default_rows"]["sql"], result["default_rows"]["plan"]),
+        f"### The drive's due read (D1, D7) among them, with {result['due']['due']:,} runs due "
+        "across priorities -100..100",
         "",
-        "```",
-        result["default_rows"]["plan"],
-        "```",
+        f"Median {result['due']['median_ms']:.1f} ms ({result['due']['min_ms']:.1f}-"
+        f"{result['due']['max_ms']:.1f}); {result['due']['returned']} keys returned, "
+        f"priorities {result['due']['priorities'][0]} down to {result['due']['priorities'][1]}.",
         "",
+        *sql_and_plan(result["due"]["sql"], result["due"]["plan"]),
         f"### Statements of each page; the slowest with its plan ({plan_kind})",
         "",
     ]
@@ -623,14 +707,7 @@ def describe(database: str, result: dict[str, Any], limit_ms: float) -> tuple[li
             "",
             f"Slowest, {page['slowest']['ms']:.2f} ms:",
             "",
-            "```sql",
-            page["slowest"]["sql"],
-            "```",
-            "",
-            "```",
-            page["slowest"]["plan"],
-            "```",
-            "",
+            *sql_and_plan(page["slowest"]["sql"], page["slowest"]["plan"]),
         ]
     return lines, [f"{database}: {problem}" for problem in problems]
 

@@ -34,7 +34,7 @@ from .display import (
     progress,
     status_badge,
 )
-from .filters import RUN_ID, HeldFilter, JobFilter, held_count
+from .filters import RUN_ID, HeldFilter, JobFilter, QueueFilter, held_count
 from .reading import placeholder, read_columns, read_robustly, unreadable
 from .run_actions import RunActions
 
@@ -97,7 +97,7 @@ class RunAdmin(GuardedActionsMixin, ReadOnlyMixin, RunActions):
         "duration_display",
         "lease_display",
     )
-    list_filter = (HeldFilter, "status", JobFilter, "queue", "failure_code", "started_at")
+    list_filter = (HeldFilter, "status", JobFilter, QueueFilter, "failure_code", "started_at")
     search_fields = ("id", "job", "instance")  # see get_search_results
     ordering = ("-id",)
     paginator = CappedCountPaginator
