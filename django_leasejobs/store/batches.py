@@ -26,13 +26,13 @@ from django_leasejobs.states import LIVE_STATUSES, RunOrigin
 from .base import alias, conflicts_retried, runs
 from .starts import (
     START_ROUNDS,
-    Route,
     Row,
     StartResult,
     check_key,
     check_run_after,
     insert,
     join,
+    routed,
 )
 
 __all__ = ["CHUNK_MAX", "start_many"]
@@ -107,7 +107,7 @@ def start_many(
 def _start_chunk(spec: Job, chunk: list[Row], run_after: datetime | None) -> dict[str, StartResult]:
     """Insert the chunk; join the live runs of the keys it found taken. By instance."""
     found: dict[str, StartResult] = {}
-    route = Route(spec.queue, spec.priority)  # the job's own: checked at registration
+    route = routed(spec, None, None)  # the job's own
     for _ in range(START_ROUNDS):
         for run in insert(spec.name, RunOrigin.API, chunk, route, run_after=run_after):
             found[run.instance] = StartResult(run, joined=False)

@@ -31,7 +31,10 @@ from .compiled import (
     returns_rows,
 )
 
-__all__ = ["Insert", "Unnest"]
+__all__ = ["PER_CALL", "Insert", "Unnest"]
+
+#: The columns every run of one insert shares, given by the call.
+PER_CALL = ("job", "origin", "queue", "priority")
 
 
 class Insert:
@@ -55,7 +58,7 @@ class Insert:
     @staticmethod
     def fields(rows: int) -> dict[str, Field[Any, Any]]:
         per_row = {f"{name}_{row}": AS_IS for name in Insert.PER_ROW for row in range(rows)}
-        per_call = {"job": AS_IS, "origin": AS_IS, "queue": AS_IS, "priority": AS_IS}
+        per_call = dict.fromkeys(PER_CALL, AS_IS)
         return {**per_row, **per_call, "run_after": DateTimeField()}
 
     def objects(self, rows: int, s: Slots, *, deferred: bool) -> list[Run]:
@@ -132,8 +135,6 @@ class Unnest:
 
     #: The columns each row brings, and the array type PostgreSQL reads them as.
     PER_ROW = {"id": "varchar", "instance": "varchar", "payload": "text", "live_key": "varchar"}
-    #: The columns every row of a batch shares, given by the call.
-    PER_CALL = ("job", "origin", "queue", "priority")
 
     def __init__(self) -> None:
         self._cache: dict[tuple[str, type, bool, bool], _Compiled] = {}
@@ -165,7 +166,7 @@ class Unnest:
             name = field.attname
             if name in self.PER_ROW:
                 select.append(f"t.{name}")
-            elif name in self.PER_CALL or (name == "next_attempt_at" and deferred):
+            elif name in PER_CALL or (name == "next_attempt_at" and deferred):
                 slot = "run_after" if name == "next_attempt_at" else name
                 select.append("%s")
                 params.append(_Bound(slot, field, True))
