@@ -25,6 +25,7 @@ from .exceptions import (
     StepInTransaction,
     StepReused,
 )
+from .limits import Limit, Rate
 from .policy import Retry
 from .registry import Job, get_job, job, registry
 from .report import DriveReport
@@ -65,6 +66,7 @@ __all__ = [
     "Job",
     "JobNotRegistered",
     "LeaseJobsError",
+    "Limit",
     "MissedRule",
     "NotQueueSafe",
     "Pass",
@@ -72,6 +74,7 @@ __all__ = [
     "PassResult",
     "PassTimedOut",
     "PauseResult",
+    "Rate",
     "Retry",
     "RetryRefused",
     "RunNowRefused",

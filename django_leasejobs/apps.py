@@ -17,3 +17,7 @@ class LeaseJobsConfig(AppConfig):
         # Like admin.py: every installed app's jobs module registers its jobs,
         # so a bad job definition fails here, at startup, naming the job.
         autodiscover_modules("jobs")
+        # The built-in job of Django tasks, when TASKS names our backend (SPEC §9).
+        from .tasks.execution import register
+
+        register()

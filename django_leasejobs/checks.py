@@ -1,4 +1,5 @@
-"""System checks (``manage.py check``): ids ``leasejobs.E0xx`` / ``W0xx``.
+"""System checks (``manage.py check``): ids ``leasejobs.E0xx`` / ``W0xx``, and
+``E1xx`` for the tasks backend (SPEC §9).
 
 Job definitions are validated when they are registered (an invalid one stops
 the import with the job named); these checks cover the site's settings.
@@ -10,19 +11,23 @@ import difflib
 from collections.abc import Sequence
 from typing import Any
 
-from django.apps import AppConfig
+from django.apps import AppConfig, apps
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning, register
 from django.db import connections
 from django.utils.module_loading import import_string
 
+from . import compat
 from .conf import SPECS, conf
+from .tasks import LeaseJobsBackend
+from .tasks.execution import our_aliases
 
 __all__ = [
     "check_clock",
     "check_databases",
     "check_listen_database",
     "check_settings",
+    "check_task_backends",
     "check_time_zone",
 ]
 
@@ -156,3 +161,23 @@ def check_listen_database(
             )
         ]
     return []
+
+
+@register()
+def check_task_backends(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """Each ``TASKS`` alias on our backend, where the task framework would not check it.
+
+    Django 6 checks every task backend itself, as does the backport once
+    ``django_tasks`` is installed; without the backport, or without its app,
+    nobody would, so ``leasejobs.E1xx`` still reach ``manage.py check``.
+    """
+    if compat.FRAMEWORK == "django.tasks" or (
+        compat.AVAILABLE and apps.is_installed("django_tasks")
+    ):
+        return []
+    messages: list[CheckMessage] = []
+    for alias, params in our_aliases():
+        messages.extend(LeaseJobsBackend(alias, params).check())
+    return messages

@@ -27,6 +27,7 @@ from .reading import stranded
 from .registry import Job, registry
 from .report import DriveReport, Note
 from .routing import queue_problem
+from .states import PassOutcome
 from .store.compiled import Select
 
 __all__ = ["DriveReport", "Note", "drive_for", "run_due_jobs"]
@@ -251,7 +252,7 @@ def run_due_jobs(
                 interrupt=interrupt,
                 claimed=claimed,
             )
-            if outcomes:
+            if outcomes and outcomes[0].status != PassOutcome.THROTTLED:
                 pace.observe(spec.name, time.monotonic() - started)
         except DatabaseError as exc:
             report.errors.append(Note(key.id, describe(exc)))
@@ -268,7 +269,8 @@ def run_due_jobs(
             continue
         if not outcomes:
             position = _away(position, len(keys))
-        report.attempted += bool(outcomes)
+        # C4: a throttled pass ran nothing, so it does not count against the limit.
+        report.attempted += any(outcome.status != PassOutcome.THROTTLED for outcome in outcomes)
         for outcome in outcomes:
             report.tally(key.id, outcome)
     if not report.aborted:

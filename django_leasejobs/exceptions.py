@@ -35,9 +35,11 @@ __all__ = [
     "LeaseJobsError",
     "LeaseLost",
     "NotQueueSafe",
+    "PassAbandoned",
     "PassInterrupted",
     "PassTimedOut",
     "RetryRefused",
+    "RunCancelled",
     "RunNowRefused",
     "StepFailed",
     "StepInTransaction",
@@ -80,11 +82,13 @@ class DuplicateJob(InvalidJob):
     """Two jobs were registered under one name."""
 
 
-class NotQueueSafe(LeaseJobsError, ValidationError):
+class NotQueueSafe(LeaseJobsError, ValidationError, TypeError):
     """A value cannot be stored as a run's payload or cursor (SPEC R2).
 
     ``path`` names the offending position (``payload.items.3``); ``what`` says
-    what was found there. A ``ValidationError`` so forms and APIs can show it.
+    what was found there. A ``ValidationError`` so forms and APIs can show it,
+    and a ``TypeError``, as Django's own task backends raise for a task
+    argument JSON cannot carry (SPEC §9).
     """
 
     def __init__(self, path: str, what: str, why: str | None = None) -> None:
@@ -103,10 +107,11 @@ class NotQueueSafe(LeaseJobsError, ValidationError):
 
 
 class InvalidKey(LeaseJobsError, ValueError):
-    """An instance or step name no backend can store and compare as a key."""
+    """An instance, step name or limit key no backend can store and compare as a key."""
 
     def __init__(self, name: str, value: object, problem: str) -> None:
-        super().__init__(f"{name} {value!r} {problem}")
+        # ``...``: no value to show (a key function that raised returned none).
+        super().__init__(f"{name} {problem}" if value is ... else f"{name} {value!r} {problem}")
         self.name = name
         self.value = value
 
@@ -210,6 +215,21 @@ class UnreadableRow(LeaseJobsError):
         super().__init__(reason)
         self.run = run
         self.reason = reason
+
+
+class PassAbandoned(LeaseJobsError):
+    """The pass stopped without an outcome -- its worker died or lost its lease -- and
+    the run was taken over (SPEC L3).
+
+    Never raised: it names that attempt's error in a Django task's result (§9).
+    """
+
+
+class RunCancelled(LeaseJobsError):
+    """An operator cancelled the run (SPEC §3 ``cancel``).
+
+    Never raised: it names the error of a cancelled Django task's result (§9).
+    """
 
 
 class InvalidSchedule(LeaseJobsError, ValueError):

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from django.db import DatabaseError
 
-from . import signals, store
+from . import saturation, signals, store
 from .codec import encode
 from .errors import connection_lost, describe
 from .exceptions import DecodeFailed, Defer, NotQueueSafe, StepFailed, UnreadableRow
@@ -49,6 +49,7 @@ class Outcome:
 
 
 SUPERSEDED = Outcome(PassOutcome.SUPERSEDED)
+THROTTLED = Outcome(PassOutcome.THROTTLED)
 
 
 class Claimed(NamedTuple):
@@ -131,6 +132,8 @@ def _one_pass(
             unreadable, run = claimed.found, claimed.found.run
         else:
             run = claimed.found
+    if spec.per_run is not None and unreadable is None:
+        spec = spec.per_run(run)  # a task's own retry policy, timeout and repeat rule (§9)
     if took_over:
         # The claim charged the interrupted pass one attempt (L3).
         if not spec.safe_to_repeat:
@@ -138,8 +141,23 @@ def _one_pass(
         if spec.retry.exhausted(run.attempts):
             code = FailureCode.LEASE_EXPIRED
             return _settle(run, spec, owner, code, TAKEOVER_NOTE, run.attempts, None)
-    if not countdown.can_begin() or not store.begin(run_id, owner, countdown.margin):
-        return _admission_miss(run, spec, owner, countdown)
+    if spec.limit is None:
+        if not countdown.can_begin() or not store.begin(run_id, owner, countdown.margin):
+            return _admission_miss(run, spec, owner, countdown)
+    else:
+        if not countdown.can_begin():
+            return _admission_miss(run, spec, owner, countdown)
+        key = run.limit_key or ""
+        admission = store.begin_limited(
+            run_id, owner, countdown.margin, job=spec.name, key=key, limit=spec.limit
+        )
+        if admission.throttle is not None:
+            return _throttled(run, spec, owner, admission)
+        if not admission.begun:
+            return _admission_miss(run, spec, owner, countdown)
+        saturation.began(spec.name, key)
+        # Its slot is as alive as its lease: no renewal may revive an expired one (C2).
+        countdown.strict = spec.limit.concurrency is not None
     # BEGIN wrote: the pass is committed to running (L4), whatever happens next.
     if unreadable is not None:
         # Reading the row is part of the pass: a row the database cannot hand
@@ -307,6 +325,15 @@ def _superseded(run: Run, owner: str) -> Outcome:
     """The pass lost its run. If an operator cancelled it, the key is freed now (§3 cancel)."""
     store.stop_cancelled(run.pk, owner)
     return SUPERSEDED
+
+
+def _throttled(run: Run, spec: Job, owner: str, admission: store.Admission) -> Outcome:
+    """C2, C3: the job's limit refused the pass; it ran nothing and is charged nothing."""
+    assert admission.throttle is not None
+    if not store.throttle(run.pk, owner, admission.throttle, admission.until):
+        return SUPERSEDED
+    saturation.refused(spec.name, run.limit_key or "", admission.throttle)
+    return THROTTLED
 
 
 def _admission_miss(run: Run, spec: Job, owner: str, countdown: Countdown) -> Outcome:

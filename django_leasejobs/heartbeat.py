@@ -73,7 +73,10 @@ class Heartbeat:
                     return  # R10: let the lease run out; the run will be taken over
                 sent = Countdown.now()
                 try:
-                    held = store.renew(self._run_id, self._owner, self._countdown.lease)
+                    countdown = self._countdown
+                    held = store.renew(
+                        self._run_id, self._owner, countdown.lease, strict=countdown.strict
+                    )
                 except DatabaseError as exc:
                     # The lease may well still hold: try again at the next beat.
                     logger.warning(

@@ -50,11 +50,13 @@ class Countdown:
     sent, so the round trip counts against the worker, never for it.
     """
 
-    __slots__ = ("_from", "lease")
+    __slots__ = ("_from", "lease", "strict")
 
     def __init__(self, lease: timedelta, sent: float) -> None:
         self.lease = lease
         self._from = sent
+        #: Renew only an unexpired lease: the pass holds a concurrency slot (C2).
+        self.strict = False
 
     @staticmethod
     def now() -> float:

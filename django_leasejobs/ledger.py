@@ -126,7 +126,8 @@ class Ledger:
 
     def _renew(self) -> None:
         sent = Countdown.now()
-        if not store.renew(self._row.pk, self._owner, self._countdown.lease):
+        countdown = self._countdown
+        if not store.renew(self._row.pk, self._owner, countdown.lease, strict=countdown.strict):
             raise LeaseLost
         self._countdown.renewed(sent)
 
@@ -143,6 +144,7 @@ class Ledger:
             attempts=attempts,
             error=error,
             exists=exists,
+            strict=self._countdown.strict,
         ):
             raise LeaseLost
         self._countdown.renewed(sent)

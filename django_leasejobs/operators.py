@@ -27,6 +27,7 @@ from .schedules import act, plan
 from .schedules.base import iso, schedule_db
 from .states import MissedCause, RunNowRefusal, RunOrigin, RunStatus
 from .store import StartResult
+from .tasks.execution import cancelled as task_cancelled
 
 __all__ = ["NOTE_MAX", "PauseResult", "cancel", "pause", "release", "resume", "retry", "run_now"]
 
@@ -54,6 +55,7 @@ def cancel(run_id: str, by: str | None = None) -> bool:
     done = store.cancel_run(run_id, storable_text(f"cancelled by {by}" if by else "cancelled"))
     if done:
         logger.info("Run cancelled id=%s by=%s", run_id, by or "-")
+        task_cancelled(run_id)  # a Django task's final outcome: task_finished (SPEC §9)
     return done
 
 

@@ -51,9 +51,13 @@ class Pace:
         self._seconds[job] = seconds if last is None else last + _WEIGHT * (seconds - last)
 
     def batch(self, spec: Job) -> int:
-        """How many of *spec*'s runs to claim at once: 1 until its passes are known short."""
+        """How many of *spec*'s runs to claim at once: 1 until its passes are known short.
+
+        Always 1 for a limited job (§14): runs claimed ahead would wait for a
+        slot or a rate token the claim cannot know it will get.
+        """
         seconds = self._seconds.get(spec.name)
-        if seconds is None:
+        if seconds is None or spec.limit is not None:
             return 1
         wait = min(AHEAD_WAIT, spec.effective_lease / 10).total_seconds()
         return max(1, min(BATCH_MAX, int(wait / max(seconds, 1e-6))))

@@ -157,6 +157,7 @@ class Pass:
         "_countdown",
         "_interrupt",
         "_ledger",
+        "_owner",
         "_record",
         "_retry",
         "_timeout",
@@ -188,6 +189,7 @@ class Pass:
         self._timeout = spec.timeout
         self._countdown = countdown
         self._interrupt = interrupt
+        self._owner = owner
         self._ledger = Ledger(row, owner, countdown, record)
         self.payload, self.cursor, record.counters = _decoded(row)
 
@@ -231,6 +233,19 @@ class Pass:
         its path (``result.rows.3``).
         """
         return PassResult(done=True, result=result)
+
+    @property
+    def lease_owner(self) -> str:
+        """This pass's lease token, which fences its writes (L6).
+
+        For code that writes beside the pass -- the tasks backend records each
+        attempt under it (SPEC §9).
+        """
+        return self._owner
+
+    def timed_out(self) -> bool:
+        """Whether the pass has run past its job's ``timeout`` (R10); it will not commit."""
+        return self._record.timed_out()
 
     def lease_left(self) -> timedelta:
         """How much of the lease is left by this worker's own monotonic count."""

@@ -21,6 +21,7 @@ from croniter import croniter
 from . import cron
 from .conf import conf
 from .exceptions import DuplicateJob, InvalidJob, JobNotRegistered
+from .limits import Limit
 from .policy import MAX_DELAY, Retry, delay_problem
 from .routing import DEFAULT_QUEUE, priority_problem, queue_problem
 from .states import MissedRule
@@ -64,6 +65,13 @@ class Job:
     queue: str = DEFAULT_QUEUE
     priority: int = 0
     heartbeat: bool = False
+    limit: Limit | None = None
+    #: Internal, for the built-in task job (SPEC §9): options that depend on
+    #: the run -- its task's and its backend's -- resolved once it is claimed.
+    per_run: Callable[[Any], Job] | None = field(default=None, repr=False, compare=False)
+    #: Internal: ``False`` for a job whose every start is a new run (a task's
+    #: enqueue, SPEC §9), which then holds no coalescing key.
+    coalesce: bool = field(default=True, repr=False)
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -142,6 +150,11 @@ def _validate(spec: Job) -> None:
     for flag in ("safe_to_repeat", "heartbeat"):
         if type(getattr(spec, flag)) is not bool:
             raise InvalidJob(name, f"{flag} must be True or False, got {getattr(spec, flag)!r}")
+    if spec.limit is not None:
+        if not isinstance(spec.limit, Limit):
+            raise InvalidJob(name, f"limit must be a django_leasejobs.Limit, got {spec.limit!r}")
+        if problem := spec.limit.problem():
+            raise InvalidJob(name, problem)
     routing = (queue_problem("queue", spec.queue), priority_problem("priority", spec.priority))
     for problem in routing:
         if problem:
@@ -235,6 +248,7 @@ class JobOptions(TypedDict, total=False):
     queue: str
     priority: int
     heartbeat: bool
+    limit: Limit | None
 
 
 @overload
@@ -285,6 +299,11 @@ def job(
         side thread renews the lease about every third of it while the pass
         runs (L10), so no other worker takes the run over meanwhile. Past the
         job's ``timeout`` the renewals stop and the run is taken over.
+    limit:
+        A :class:`Limit`: how many passes of the job may run at once and how
+        fast they may begin, per key if it gives one, across every worker
+        (SPEC §14). A pass over its limit runs nothing: it is ``throttled``
+        and due again when the limit allows it.
 
     Raises
     ------

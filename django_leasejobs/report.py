@@ -39,6 +39,8 @@ class DriveReport:
     superseded: int = 0
     deferred: int = 0
     held: int = 0
+    #: Passes their job's limit refused (C2, C3): nothing ran, nothing was charged.
+    throttled: int = 0
     errors: list[Note] = field(default_factory=list)
     warnings: list[Note] = field(default_factory=list)
     #: Set when the drive stopped early because the database went away.

@@ -30,8 +30,9 @@ from django.db.models import QuerySet
 
 from .clock import get_clock
 from .conf import conf
-from .models import Missed, Run, Schedule, Step
+from .models import Missed, Run, Schedule, Step, TaskAttempt
 from .querysets import RunQuerySet
+from .store.limits import prune_idle
 
 __all__ = ["PruneReport", "prune"]
 
@@ -125,6 +126,7 @@ def prune(
     # Missed records first: a run they point at then has fewer rows to unlink.
     missed = _prune_missed(using, cutoff, batch_size)
     runs, steps = _prune_runs(using, cutoff, batch_size)
+    prune_idle()  # flow control's idle slots and rate states (§14)
     disabled = orphans.update(enabled=False)
     if disabled:
         logger.warning("Orphaned schedules disabled: %s", disabled)
@@ -184,6 +186,7 @@ def _prune_runs(using: str, cutoff: datetime, batch_size: int) -> tuple[int, int
                 Schedule.objects.using(using).filter(last_run__in=pks).update(last_run=None)
                 Missed.objects.using(using).filter(run__in=pks).update(run=None)
                 steps += Step.objects.using(using).filter(run__in=pks)._raw_delete(using)
+                TaskAttempt.objects.using(using).filter(run__in=pks)._raw_delete(using)
                 # The age and status test again, so the delete never takes a row
                 # the select did not mean, whatever happened in between.
                 runs += _old_runs(using, cutoff).filter(pk__in=pks)._raw_delete(using)

@@ -22,6 +22,7 @@ __all__ = [
     "RunOrigin",
     "RunStatus",
     "ScheduleState",
+    "Throttle",
 ]
 
 
@@ -50,6 +51,13 @@ class RunOrigin(models.TextChoices):
     TASK = "task", _("Django task")
 
 
+class Throttle(models.TextChoices):
+    """Which limit a throttled run waits for (SPEC C2, C3, C5)."""
+
+    CONCURRENCY = "concurrency", _("Concurrency")
+    RATE = "rate", _("Rate")
+
+
 class PassOutcome(models.TextChoices):
     """What one pass -- or one claim that never began -- came to (the DriveReport's counts)."""
 
@@ -60,6 +68,7 @@ class PassOutcome(models.TextChoices):
     SUPERSEDED = "superseded", _("Superseded")  # lost its lease, or never began (L5, L6)
     DEFERRED = "deferred", _("Deferred")  # raised Defer, or released at a stop (R8)
     HELD = "held", _("Held")  # taken over, not safe to repeat (L3)
+    THROTTLED = "throttled", _("Throttled")  # its job's limit was reached: nothing ran (C2, C3)
 
 
 class FailureCode(models.TextChoices):

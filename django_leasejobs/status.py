@@ -1,5 +1,6 @@
 """What ``leasejobs_status`` reports: the schedules with their state, the live runs,
-and the runs no drive will finish, read and shaped as JSON-ready data (S6, §11).
+the runs no drive will finish, and each limited job's slots and rate (S6, §11,
+C5), read and shaped as JSON-ready data.
 
 Read-only. A run's payload is never read into it; its cursor is shown as raw
 text cut to :data:`CURSOR_MAX` characters. A row that cannot be read back is
@@ -18,10 +19,12 @@ from .clock import get_clock
 from .models import Run, Schedule
 from .querysets import RunQuerySet
 from .reading import Unreadable, read_robustly, stranded
+from .registry import Job, registry
 from .schedules import live_runs, problem, state
 from .states import RunStatus
+from .store import limits
 
-__all__ = ["CURSOR_MAX", "read_status", "run_entry", "schedule_entry"]
+__all__ = ["CURSOR_MAX", "limit_entry", "read_status", "run_entry", "schedule_entry"]
 
 #: The most characters of a cursor shown (its raw JSON text).
 CURSOR_MAX = 40
@@ -136,5 +139,48 @@ def read_status(jobs: Sequence[str] | None, limit: int) -> tuple[dict[str, Any],
         "schedules": [schedule_entry(row, live.get(row.job), now) for row in rows],
         "runs": newest[:limit],
         "stranded": [{"id": run_id, "why": why} for run_id, why in stranded(limit, using)],
+        "limits": [limit_entry(spec, now) for spec in _limited(jobs)],
     }
     return status, len(newest) > limit
+
+
+def _limited(jobs: Sequence[str] | None) -> list[Job]:
+    wanted = None if not jobs else set(jobs)
+    return [
+        spec
+        for spec in sorted(registry, key=lambda spec: spec.name)
+        if spec.limit is not None and (wanted is None or spec.name in wanted)
+    ]
+
+
+def limit_entry(spec: Job, now: datetime) -> dict[str, Any]:
+    """C5: a limited job's limits, and per key its slots in use and its rate's next begin."""
+    limit = spec.limit
+    assert limit is not None
+    in_use = limits.slots_in_use(spec.name) if limit.concurrency else {}
+    rates = limits.rate_states(spec.name) if limit.rate else {}
+    waiting = (
+        Run.objects.using(router.db_for_write(Run))
+        .filter(status=RunStatus.RUNNING, job=spec.name)
+        .exclude(throttled_by="")
+        .count()
+    )
+    keys = sorted(set(in_use) | set(rates))
+    return {
+        "job": spec.name,
+        "concurrency": limit.concurrency,
+        "rate": None
+        if limit.rate is None
+        else {"n": limit.rate.n, "per_seconds": limit.rate.per.total_seconds()},
+        "keyed": limit.key is not None,
+        "waiting": waiting,
+        "keys": [
+            {
+                "key": key,
+                "slots_in_use": in_use.get(key, 0),
+                # A rate already passed allows a begin now: shown as none due.
+                "next_begin_at": _iso(rates[key]) if key in rates and rates[key] > now else None,
+            }
+            for key in keys
+        ],
+    }

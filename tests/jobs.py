@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from django_leasejobs import Retry, job
+from django_leasejobs import Limit, Rate, Retry, job
 
 
 @job("tests.noop")
@@ -190,3 +190,79 @@ job(
     heartbeat=True,
     timeout=timedelta(milliseconds=500),
 )(_marked_sleep)
+
+
+def _logged_sleep(p):
+    """Log this pass's interval (who ran when: the overlap tests), sleeping ``payload["sleep"]``.
+
+    The log row is written before the sleep and closed after it, in the
+    pass's own autocommit statements, so a test reads how many passes of a
+    limited job overlapped (§14).
+    """
+    import os
+    import time
+
+    from tests.models import PassLog
+
+    log = PassLog.objects.create(
+        run_id=p.run.id, pid=os.getpid(), started_ns=time.monotonic_ns(), ended_ns=0
+    )
+    try:
+        time.sleep((p.payload or {}).get("sleep", 0.05))
+    finally:
+        PassLog.objects.filter(pk=log.pk).update(ended_ns=time.monotonic_ns())
+    return p.done()
+
+
+def _account(payload):
+    return payload["account"]
+
+
+# §14 flow control: two passes at once; two per account; five begins per 2 s.
+job("tests.limited", lease=timedelta(seconds=2), limit=Limit(concurrency=2))(_logged_sleep)
+job(
+    "tests.limited.keyed",
+    lease=timedelta(seconds=2),
+    limit=Limit(concurrency=2, key=_account),
+)(_logged_sleep)
+job(
+    "tests.rated", lease=timedelta(seconds=5), limit=Limit(rate=Rate(5, per=timedelta(seconds=2)))
+)(_logged_sleep)
+
+
+def _slot_holder(p):
+    """Like ``_logged_sleep``, but a first attempt sleeps ``payload["hold"]``: the pass a
+    test SIGKILLs while it holds the job's one slot. Its replay (attempt 2, after the
+    takeover) sleeps ``payload["sleep"]`` like the others."""
+    import os
+    import time
+
+    from tests.models import PassLog
+
+    log = PassLog.objects.create(
+        run_id=p.run.id, pid=os.getpid(), started_ns=time.monotonic_ns(), ended_ns=0
+    )
+    try:
+        first = p.attempt == 1
+        time.sleep(p.payload.get("hold", 0) if first else p.payload.get("sleep", 0.05))
+    finally:
+        PassLog.objects.filter(pk=log.pk).update(ended_ns=time.monotonic_ns())
+    return p.done()
+
+
+# C2 + L10: one slot, kept by the heartbeat while the pass lives, freed when it is killed.
+job(
+    "tests.limited.held",
+    lease=timedelta(seconds=2),
+    heartbeat=True,
+    limit=Limit(concurrency=1),
+)(_slot_holder)
+
+# The chaos workload's limited job: chaos_walk's passes (file-logged intervals, a side
+# effect per step), at most two at once across the whole fleet (C2).
+job(
+    "tests.chaos_limited",
+    lease=timedelta(seconds=3),
+    retry=Retry(max_attempts=100, base=timedelta(milliseconds=200), cap=timedelta(seconds=2)),
+    limit=Limit(concurrency=2),
+)(chaos_walk.handler)

@@ -7,9 +7,11 @@ SQLite by default:
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
+import django
 import environ
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -33,6 +35,20 @@ INSTALLED_APPS = [
     "django_leasejobs",
     "tests",
 ]
+if django.VERSION < (6, 0):
+    # Django 5.2: the task framework is the django-tasks backport (extra [tasks]).
+    INSTALLED_APPS.append("django_tasks")
+
+# Django tasks on this backend (SPEC §9); tests/tasks.py defines the tasks.
+# Worker processes a test starts get their OPTIONS from LEASEJOBS_TEST_TASK_OPTIONS
+# (JSON: RETRY as a dict, LEASE and TIMEOUT in seconds).
+TASKS = {
+    "default": {
+        "BACKEND": "django_leasejobs.tasks.LeaseJobsBackend",
+        "QUEUES": ["default", "emails"],
+        "OPTIONS": json.loads(os.environ.get("LEASEJOBS_TEST_TASK_OPTIONS", "{}")),
+    },
+}
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",

@@ -41,6 +41,7 @@ SHAPES: list[tuple[str, Statement, dict[str, object]]] = [
     ("claim", claims.CLAIM[False], CLAIM),
     ("takeover", claims.CLAIM[True], CLAIM),
     ("begin", claims.BEGIN, {**HELD, "margin": LEASE / 4}),
+    ("begin, limited", claims.BEGIN_LIMITED, {**HELD, "margin": LEASE / 4}),
     (
         "claim ahead",
         ahead._claim_ahead(3),
@@ -49,6 +50,11 @@ SHAPES: list[tuple[str, Statement, dict[str, object]]] = [
     ),
     ("renew", outcomes._renewal(with_step=False), {**HELD, "lease": LEASE}),
     ("renew+step", outcomes._renewal(with_step=True), {**HELD, "lease": LEASE}),
+    (
+        "renew, holding a slot",
+        outcomes._renewal(with_step=False, strict=True),
+        {**HELD, "lease": LEASE},
+    ),
     ("defer", outcomes._DEFER, {**HELD, "delay": timedelta(minutes=5)}),
     *(
         (
@@ -198,16 +204,23 @@ def test_s13_a_batch_insert_writes_the_rows_one_by_one_inserts_write(frozen_cloc
 
 
 @pytest.mark.usefixtures("clock")
+@pytest.mark.parametrize("strict", [False, True], ids=["unlimited", "holding a slot"])
 @pytest.mark.parametrize("exists", [False, True], ids=["new step", "retried step"])
-def test_s13_a_step_record_sends_the_renewal_and_the_orms_record(exists):
-    """R5 + L7: on PostgreSQL one statement carrying both; elsewhere the same two, in turn."""
+def test_s13_a_step_record_sends_the_renewal_and_the_orms_record(exists, strict):
+    """R5 + L7: on PostgreSQL one statement carrying both; elsewhere the same two, in turn.
+
+    A pass holding a concurrency slot renews only an unexpired lease (C2): the
+    same shapes, with that condition.
+    """
     from django_leasejobs.models import Step
-    from django_leasejobs.store.outcomes import _STEP, record_step
+    from django_leasejobs.store.outcomes import _step, record_step
+
+    _STEP = _step(strict=strict)
 
     run = start("tests.walk", instance="steps").run
     assert claims.claim(run.pk, HELD["owner"], LEASE, "host:1:2:abc", takeover=False)
     values = {**HELD, "run_id": run.pk, "lease": LEASE, "name": "fetch", "result": '{"a":1}'}
-    values |= {"attempts": 2, "error": "", "exists": exists}
+    values |= {"attempts": 2, "error": "", "exists": exists, "strict": strict}
     if exists:
         Step.objects.create(run_id=run.pk, name="fetch", attempts=1, recorded_at=run.started_at)
     renewal = _update_sent(_STEP.renewal, values)
@@ -218,9 +231,10 @@ def test_s13_a_step_record_sends_the_renewal_and_the_orms_record(exists):
     else:
         by_orm = _sent(lambda: Step.objects.create(**{f: getattr(record, f) for f in STEP}))
         Step.objects.filter(run_id=run.pk).delete()
-    arguments = {k: v for k, v in values.items() if k not in ("run_id", "owner", "exists")}
+    skipped = ("run_id", "owner", "exists", "strict")
+    arguments = {k: v for k, v in values.items() if k not in skipped}
     with CaptureQueriesContext(connection) as captured:
-        record_step(run.pk, HELD["owner"], exists=exists, **arguments)
+        record_step(run.pk, HELD["owner"], exists=exists, strict=strict, **arguments)
     sent = [q["sql"] for q in captured.captured_queries if not q["sql"].startswith("SAVEPOINT")]
     sent = [sql for sql in sent if not sql.startswith("RELEASE SAVEPOINT")]
     if connection.vendor != "postgresql":

@@ -14,7 +14,7 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from django_leasejobs.models import Missed, Run, Schedule, Step
+from django_leasejobs.models import Missed, Run, Schedule, Step, TaskAttempt
 from django_leasejobs.retention import PruneReport, prune
 from django_leasejobs.states import LIVE_STATUSES, RunStatus
 from tests.factories import MissedFactory, RunFactory, ScheduleFactory, StepFactory
@@ -157,9 +157,10 @@ def test_s7_each_batch_is_a_fixed_number_of_statements_whatever_the_runs_hold(fr
     heavy = statements_to_prune(5)
     assert len(bare) == len(heavy)
     # Missed: one short select. Runs: per full batch select, unlink schedules and
-    # missed records, delete steps, delete runs; then one short select. Then
-    # one update disables orphaned schedules (S1).
-    assert len(heavy) == 1 + 2 * 5 + 1 + 1
+    # missed records, delete steps and task attempts, delete runs; then one
+    # short select. Then two deletes of idle flow-control state (§14), and one
+    # update disables orphaned schedules (S1).
+    assert len(heavy) == 1 + 2 * 6 + 1 + 2 + 1
 
 
 @pytest.mark.django_db
@@ -255,6 +256,7 @@ def test_s7_prune_handles_every_relation_to_run():
     }
     assert relations == {
         (Step, "run", models.CASCADE),
+        (TaskAttempt, "run", models.CASCADE),
         (Schedule, "last_run", models.SET_NULL),
         (Missed, "run", models.SET_NULL),
     }

@@ -180,7 +180,7 @@ def test_json_parses_and_holds_the_same(scheduled):
     scheduled("t.status")
     run = held_run()
     data = as_json()
-    assert set(data) == {"now", "schedules", "runs", "stranded"}
+    assert set(data) == {"now", "schedules", "runs", "stranded", "limits"}
     assert data["now"] == "2026-03-01T12:00:00+00:00"
     (schedule,) = [entry for entry in data["schedules"] if entry["job"] == "t.status"]
     # The held run is live, with attempts, 5 minutes old.
@@ -247,15 +247,62 @@ def test_job_filters_both_tables(scheduled):
 
 def test_an_empty_database(frozen_clock):
     output = status()
-    assert output == "now 2026-03-01T12:00:00+00:00\n\nSchedules\nno schedules\n\n" + (
-        "Live runs (newest first)\nno live runs\n"
+    assert output.startswith(
+        "now 2026-03-01T12:00:00+00:00\n\nSchedules\nno schedules\n\n"
+        "Live runs (newest first)\nno live runs\n\nLimits"
     )
-    assert as_json() == {
-        "now": "2026-03-01T12:00:00+00:00",
-        "schedules": [],
-        "runs": [],
-        "stranded": [],
+    # The limited jobs tests/jobs.py registers, none of them with a slot in use yet (C5).
+    assert line_of(output, "tests.limited").split() == [
+        "tests.limited",
+        *("(the", "job)"),
+        *("2", "0", "—", "—", "0"),
+    ]
+    data = as_json()
+    limits = {entry["job"]: entry for entry in data.pop("limits")}
+    assert data == {"now": "2026-03-01T12:00:00+00:00", "schedules": [], "runs": [], "stranded": []}
+    assert limits["tests.limited"] == {
+        "job": "tests.limited",
+        "concurrency": 2,
+        "rate": None,
+        "keyed": False,
+        "waiting": 0,
+        "keys": [],
     }
+    assert limits["tests.limited.keyed"]["keyed"] is True
+    assert limits["tests.rated"]["rate"] == {"n": 5, "per_seconds": 2.0}
+
+
+def test_c5_limits_show_slots_in_use_per_key_the_rates_next_begin_and_who_waits(frozen_clock):
+    from django_leasejobs.models import RateState, Slot
+
+    holder = RunFactory(
+        job="tests.limited.keyed",
+        limit_key="acme",
+        lease_owner="01M8S15RA65SX96HXJYXYAFX19",
+        lease_began_at=NOON,
+        next_attempt_at=NOON + timedelta(seconds=30),
+    )
+    Slot.objects.create(
+        job=holder.job, key="acme", number=0, run_id=holder.pk, owner=holder.lease_owner
+    )
+    Slot.objects.create(job=holder.job, key="acme", number=1)  # free
+    RunFactory(job="tests.limited.keyed", limit_key="acme", throttled_by="concurrency")
+    RateState.objects.create(job="tests.rated", key="", tat=NOON + timedelta(seconds=2))
+    limits = {entry["job"]: entry for entry in as_json()["limits"]}
+    keyed = limits["tests.limited.keyed"]
+    assert keyed["waiting"] == 1
+    assert keyed["keys"] == [{"key": "acme", "slots_in_use": 1, "next_begin_at": None}]
+    rated = limits["tests.rated"]["keys"]
+    assert rated == [{"key": "", "slots_in_use": 0, "next_begin_at": "2026-03-01T12:00:02+00:00"}]
+    output = status()
+    assert line_of(output, "tests.limited.keyed").split()[:5] == [
+        "tests.limited.keyed",
+        "acme",
+        "2",
+        "1",
+        "—",
+    ]
+    assert "2026-03-01T12:00:02+00:00" in line_of(output, "tests.rated")
 
 
 def test_the_payload_never_appears(scheduled):

@@ -296,7 +296,17 @@ def test_w2_a_worker_whose_listen_connection_dies_polls_and_keeps_its_runs_movin
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize(
     "write",
-    ["start", "start_past", "start_many", "follow_up", "retry", "release", "run_now", "schedule"],
+    [
+        "start",
+        "start_past",
+        "start_many",
+        "follow_up",
+        "retry",
+        "release",
+        "run_now",
+        "schedule",
+        "enqueue",
+    ],
 )
 def test_w2_every_write_that_makes_a_run_due_sooner_notifies_at_commit(
     listener, write, define, drive
@@ -311,6 +321,10 @@ def test_w2_every_write_that_makes_a_run_due_sooner_notifies_at_commit(
     assert not listener.wait(0.05, stopping)  # the self-test's own is read already
     if write == "start":
         start("tests.noop", instance="n")
+    elif write == "enqueue":
+        from tests import tasks
+
+        tasks.add.enqueue(1, 2)  # a Django task's run: the same INSERT, the same NOTIFY (§9)
     elif write == "start_past":
         start("tests.noop", instance="late", run_after=timezone.now() - timedelta(seconds=1))
     elif write == "start_many":

@@ -13,6 +13,7 @@ refuses in text) is an invalid lookup, and an action on a job this process
 does not register is refused with a warning.
 
 * :mod:`.runs` and :mod:`.run_actions` -- the run pages and their actions;
+* :mod:`.tasks` -- what the run pages show of a Django task's run (SPEC §9);
 * :mod:`.schedules` -- the schedule pages, their actions, the missed ledger;
 * :mod:`.common` -- what they share; :mod:`.display` -- how values are shown;
   :mod:`.reading` -- rows that cannot be read back.

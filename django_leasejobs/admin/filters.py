@@ -1,4 +1,4 @@
-"""The run list's filters (A1, A4): held runs first, jobs from the registry."""
+"""The run list's filters (A1, A4): held runs first, jobs from the registry, recent tasks."""
 
 from __future__ import annotations
 
@@ -11,10 +11,21 @@ from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
 from django_leasejobs.models import Run
+from django_leasejobs.reading import READ_ERRORS
 from django_leasejobs.registry import registry
 from django_leasejobs.states import RunStatus
+from django_leasejobs.tasks.execution import our_aliases
+from django_leasejobs.tasks.options import TASK_JOB
 
-__all__ = ["RUN_ID", "HeldFilter", "JobFilter", "QueueFilter", "held_count"]
+__all__ = [
+    "RECENT_TASK_RUNS",
+    "RUN_ID",
+    "HeldFilter",
+    "JobFilter",
+    "QueueFilter",
+    "TaskFilter",
+    "held_count",
+]
 
 
 def held_count(request: HttpRequest) -> int:
@@ -28,6 +39,8 @@ def held_count(request: HttpRequest) -> int:
 
 #: What a run id looks like: a ULID, 26 characters of Crockford base32.
 RUN_ID = re.compile(r"^[0-9A-HJKMNP-TV-Za-hjkmnp-tv-z]{26}$")
+#: How many of the latest task runs the task filter takes its paths from.
+RECENT_TASK_RUNS = 1_000
 
 
 class HeldFilter(admin.SimpleListFilter):
@@ -57,7 +70,8 @@ class JobFilter(admin.SimpleListFilter):
 
 
 class QueueFilter(admin.SimpleListFilter):
-    """The queues the registered jobs name (W4): again no DISTINCT over the history.
+    """The queues the registered jobs name (W4), and the ``QUEUES`` of the task
+    backends on ours (SPEC §9): again no DISTINCT over the history.
 
     A queue given only to ``start()`` is not listed, but ``?queue=NAME``
     still filters by it.
@@ -67,7 +81,42 @@ class QueueFilter(admin.SimpleListFilter):
     parameter_name = "queue"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [(name, name) for name in sorted({spec.queue for spec in registry})]
+        named = {spec.queue for spec in registry}
+        for _alias, params in our_aliases():
+            named |= {queue for queue in params.get("QUEUES", ()) if isinstance(queue, str)}
+        return [(name, name) for name in sorted(named)]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Run]) -> QuerySet[Run]:
         return queryset.filter(queue=self.value()) if self.value() else queryset
+
+
+class TaskFilter(admin.SimpleListFilter):
+    """The tasks of the latest task runs: again no DISTINCT over the history.
+
+    The paths are the ``instance`` of the last ``RECENT_TASK_RUNS`` task runs,
+    read newest first along the ``(job, id)`` index: a bounded read however
+    many runs are retained. A task not run lately is not listed, but
+    ``?task=PATH`` still filters by it (and is then listed).
+    """
+
+    title = _("task")
+    parameter_name = "task"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        paths = set(self._recent_paths())
+        if self.value():
+            paths.add(str(self.value()))
+        return [(path, path) for path in sorted(paths)]
+
+    def _recent_paths(self) -> list[str]:
+        if TASK_JOB not in registry:
+            return []  # no task backend here: nothing to read on every page load
+        latest = Run.objects.filter(job=TASK_JOB).order_by("-id")
+        try:
+            return list(latest.values_list("instance", flat=True)[:RECENT_TASK_RUNS])
+        except READ_ERRORS:
+            return []  # a path that cannot be read back (SPEC §12): a filter is not worth a 500
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Run]) -> QuerySet[Run]:
+        value = self.value()
+        return queryset.filter(job=TASK_JOB, instance=value) if value else queryset

@@ -34,9 +34,18 @@ from .display import (
     progress,
     status_badge,
 )
-from .filters import RUN_ID, HeldFilter, JobFilter, QueueFilter, held_count
+from .filters import RUN_ID, HeldFilter, JobFilter, QueueFilter, TaskFilter, held_count
+from .limits import limit_text, waiting_for
 from .reading import placeholder, read_columns, read_robustly, unreadable
 from .run_actions import RunActions
+from .tasks import (
+    TASK_FIELDS,
+    TaskSection,
+    is_task_run,
+    task_fieldset,
+    task_search,
+    what,
+)
 
 UNLISTED = ("payload", "cursor", "rerun_payload", "result", "last_error")
 
@@ -80,10 +89,10 @@ class StepInline(ReadOnlyMixin, StepTabularInline):
 
 
 @admin.register(Run)
-class RunAdmin(GuardedActionsMixin, ReadOnlyMixin, RunActions):
+class RunAdmin(GuardedActionsMixin, ReadOnlyMixin, TaskSection, RunActions):
     list_display = (
         "short_id",
-        "job",
+        "what_display",
         "instance",
         "queue",
         "priority",
@@ -97,7 +106,15 @@ class RunAdmin(GuardedActionsMixin, ReadOnlyMixin, RunActions):
         "duration_display",
         "lease_display",
     )
-    list_filter = (HeldFilter, "status", JobFilter, QueueFilter, "failure_code", "started_at")
+    list_filter = (
+        HeldFilter,
+        "status",
+        JobFilter,
+        TaskFilter,
+        QueueFilter,
+        "failure_code",
+        "started_at",
+    )
     search_fields = ("id", "job", "instance")  # see get_search_results
     ordering = ("-id",)
     paginator = CappedCountPaginator
@@ -118,6 +135,7 @@ class RunAdmin(GuardedActionsMixin, ReadOnlyMixin, RunActions):
                     "queue",
                     "priority",
                     "status_display",
+                    "limit_display",
                     "progress_display",
                 )
             },
@@ -148,25 +166,37 @@ class RunAdmin(GuardedActionsMixin, ReadOnlyMixin, RunActions):
         ),
     )
     # Everything shown is read-only (A6): the protocol owns these columns.
-    readonly_fields = tuple(
-        cast(str, field) for _title, group in fieldsets for field in group["fields"]
+    readonly_fields = (
+        *(cast(str, field) for _title, group in fieldsets for field in group["fields"]),
+        *TASK_FIELDS,
     )
+
+    def get_fieldsets(self, request: HttpRequest, obj: Run | None = None) -> Any:
+        """The run's fieldsets; for a Django task's run, its "Task" section second."""
+        fieldsets: list[Any] = list(super().get_fieldsets(request, obj))
+        if is_task_run(obj):
+            fieldsets.insert(1, task_fieldset())
+        return fieldsets
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Run], search_term: str
     ) -> tuple[QuerySet[Run], bool]:
-        """Search by exact run id, job or instance: each an index lookup.
+        """Search by exact run id, job or instance (a task's path): each an index lookup.
 
         Django's default search is case-insensitive (``UPPER(...)`` or
         ``LIKE``), which no index serves: over a million runs it read the
-        whole table, 0.6-0.9 s a page.
+        whole table, 0.6-0.9 s a page. ``task: PATH``, as the list names a
+        task run, finds that task's runs.
         """
         term = search_term.strip()
         if not term:
             return queryset, False
         if RUN_ID.match(term):
             return queryset.filter(pk=term.upper()), False
-        return queryset.filter(Q(job=term) | Q(instance=term)), False
+        lookup = Q(job=term) | Q(instance=term)
+        if (task := task_search(term)) is not None:
+            lookup |= task
+        return queryset.filter(lookup), False
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return RunChangeList
@@ -253,6 +283,10 @@ class RunAdmin(GuardedActionsMixin, ReadOnlyMixin, RunActions):
     def short_id(self, run: Run) -> str:
         return run.pk
 
+    @admin.display(description=_("job"), ordering="job")
+    def what_display(self, run: Run) -> str:
+        return what(run)
+
     @admin.display(description=_("status"), ordering="status")
     def status_display(self, run: Run) -> str:
         reason = unreadable(run)
@@ -262,7 +296,13 @@ class RunAdmin(GuardedActionsMixin, ReadOnlyMixin, RunActions):
                 status_badge("unreadable", str(_("cannot be read"))),
                 reason,
             )
-        return status_badge(run.status, run.get_status_display())
+        badge = status_badge(run.status, run.get_status_display())
+        waiting = waiting_for(run)
+        return format_html("{} {}", badge, waiting) if waiting else badge
+
+    @admin.display(description=_("limit"))
+    def limit_display(self, run: Run) -> str:
+        return limit_text(run)
 
     @admin.display(description=_("progress"))
     def progress_display(self, run: Run) -> str:

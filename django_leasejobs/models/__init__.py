@@ -1,11 +1,25 @@
-"""The app's tables (SPEC §2, §7): runs and their step ledger, schedules and the
-missed ledger. Only :mod:`django_leasejobs.store` writes a run's status or
-lease columns; these classes describe the tables and decode what they hold.
+"""The app's tables (SPEC §2, §7, §9, §14): runs and their step ledger,
+schedules and the missed ledger, Django tasks' attempts, flow control's state.
+Only :mod:`django_leasejobs.store` writes a run's status or lease columns;
+these classes describe the tables and decode what they hold.
 """
 
 from __future__ import annotations
 
+from .attempts import WORKER_ID_LENGTH, TaskAttempt
+from .limits import RateState, Slot
 from .runs import INSTANCE_LENGTH, JOB_NAME_LENGTH, Run, Step
 from .schedules import Missed, Schedule
 
-__all__ = ["INSTANCE_LENGTH", "JOB_NAME_LENGTH", "Missed", "Run", "Schedule", "Step"]
+__all__ = [
+    "INSTANCE_LENGTH",
+    "JOB_NAME_LENGTH",
+    "WORKER_ID_LENGTH",
+    "Missed",
+    "RateState",
+    "Run",
+    "Schedule",
+    "Slot",
+    "Step",
+    "TaskAttempt",
+]

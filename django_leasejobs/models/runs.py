@@ -14,9 +14,10 @@ from django.utils.translation import gettext_lazy as _
 from django_leasejobs.codec import Decoded, decode
 from django_leasejobs.fields import KeyField
 from django_leasejobs.ids import new_id
+from django_leasejobs.limits import KEY_LENGTH as LIMIT_KEY_LENGTH
 from django_leasejobs.querysets import RunQuerySet
 from django_leasejobs.routing import DEFAULT_QUEUE, PRIORITY_MAX, PRIORITY_MIN, QUEUE_LENGTH
-from django_leasejobs.states import FailureCode, RunOrigin, RunStatus
+from django_leasejobs.states import FailureCode, RunOrigin, RunStatus, Throttle
 
 __all__ = ["INSTANCE_LENGTH", "JOB_NAME_LENGTH", "Run", "Step"]
 
@@ -122,6 +123,21 @@ class Run(models.Model):
         null=True,
         blank=True,
         help_text=_("What the last pass handed to p.done(result=...); empty for none."),
+    )
+    limit_key = KeyField(
+        _("limit key"),
+        max_length=LIMIT_KEY_LENGTH,
+        null=True,
+        blank=True,
+        help_text=_("Whose limits the run counts against (C1); empty for the job's own."),
+    )
+    throttled_by = models.CharField(
+        _("throttled by"),
+        max_length=max(len(value) for value in Throttle.values),
+        choices=Throttle.choices,
+        blank=True,
+        default="",
+        help_text=_("The limit the run waits for: its last claim found it reached (C5)."),
     )
 
     objects: ClassVar[RunQuerySet] = RunQuerySet.as_manager()  # type: ignore[assignment]

@@ -14,7 +14,8 @@ The verbs, in the order a run meets them:
   :mod:`.batches` -- :func:`start_many`;
 * :mod:`.claims` -- :func:`take` (:func:`claim` and the read-back, one
   statement where the backend returns rows), :func:`begin`, or :func:`miss`;
-  :func:`release_dead_holder` (L9);
+  :func:`release_dead_holder` (L9); :mod:`.limits` -- :func:`begin_limited`,
+  BEGIN with a limited job's slot and rate token, or :func:`throttle` (§14);
 * :mod:`.outcomes` -- :func:`record_step` / :func:`renew` while the pass
   runs, then one outcome: :func:`commit`, :func:`settle`, :func:`defer` or
   :func:`hold`;
@@ -35,6 +36,7 @@ from .cancels import (
     stop_cancelled,
 )
 from .claims import Missed, begin, claim, miss, read_claimed, release_dead_holder, take
+from .limits import Admission, begin_limited, throttle
 from .outcomes import commit, defer, hold, record_step, renew, settle
 from .starts import StartResult, check_key, start, start_as
 
@@ -42,10 +44,12 @@ __all__ = [
     "ADMISSION",
     "ADMISSION_MISS_MAX",
     "TAKEOVER_NOTE",
+    "Admission",
     "Missed",
     "StartResult",
     "alias",
     "begin",
+    "begin_limited",
     "cancel_run",
     "check_key",
     "claim",
@@ -66,6 +70,7 @@ __all__ = [
     "start_many",
     "stop_cancelled",
     "take",
+    "throttle",
 ]
 
 #: L5: consecutive admission misses after which a run fails.

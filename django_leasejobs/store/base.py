@@ -79,7 +79,15 @@ def finished(status: RunStatus, at: Any) -> dict[str, Any]:
 
 
 def create(
-    run_id: str, *, job: str, instance: str, payload: str, origin: str, queue: str, priority: int
+    run_id: str,
+    *,
+    job: str,
+    instance: str,
+    payload: str,
+    origin: str,
+    queue: str,
+    priority: int,
+    limit_key: str | None,
 ) -> Run:
     """Insert a new live run, due now: a kick's follow-up."""
     at = now()
@@ -96,6 +104,7 @@ def create(
         updated_at=at,
         next_attempt_at=at,
         live_key=live_key(job, instance),
+        limit_key=limit_key,
     )
 
 
@@ -111,6 +120,8 @@ def follow_up(previous: Run) -> None:
         # The same work again: it goes where the kicked run went, in its turn.
         queue=previous.queue,
         priority=previous.priority,
+        # Counted where the kicked run was: the same work item (C1).
+        limit_key=previous.limit_key,
     )
     notify(alias())
 

@@ -32,6 +32,7 @@ from .starts import (
     check_run_after,
     insert,
     join,
+    limit_key_of,
     routed,
 )
 
@@ -78,6 +79,8 @@ def start_many(
         An item is not an ``(instance, payload)`` pair; nothing is written.
     """
     spec = get_job(job)
+    if not spec.coalesce:
+        raise ValueError(f"runs of {spec.name!r} are each their own: start them one by one")
     check_run_after(run_after)
     pairs = list(items)
     rows: dict[str, Row] = {}  # by instance: the first item of each instance
@@ -88,11 +91,12 @@ def start_many(
         check_key(f"items.{index}.instance", instance, INSTANCE_LENGTH)
         text = encode(payload, f"items.{index}.payload")
         if instance not in rows:
-            rows[instance] = Row(new_id(), instance, text, live_key(spec.name, instance))
+            limited = limit_key_of(spec, payload, f"items.{index} limit key")
+            rows[instance] = Row(new_id(), instance, text, live_key(spec.name, instance), limited)
     found: dict[str, StartResult] = {}
     # In key order: concurrent batches then wait on each other's keys in one
     # order, so overlapping batches cannot deadlock (§12).
-    pending = sorted(rows.values(), key=lambda row: row.live_key)
+    pending = sorted(rows.values(), key=_key)
     for start in range(0, len(pending), CHUNK_MAX):
         found |= _start_chunk(spec, pending[start : start + CHUNK_MAX], run_after)
     results = []
@@ -114,14 +118,14 @@ def _start_chunk(spec: Job, chunk: list[Row], run_after: datetime | None) -> dic
         taken = [row for row in chunk if row.instance not in found]
         if not taken:
             return found
-        live = _holders([row.live_key for row in taken])
+        live = _holders([_key(row) for row in taken])
         for row in taken:
-            holder = live.get(row.live_key)
+            holder = live.get(_key(row))
             if holder is not None and holder.status in LIVE_STATUSES:
                 found[row.instance] = StartResult(holder, joined=True)
             elif holder is not None:
                 # Cancelled mid-pass, or stranded: the one-at-a-time path knows what to do.
-                joined = join(row.live_key, row.payload, again=False)
+                joined = join(_key(row), row.payload, again=False)
                 if joined is not None:
                     found[row.instance] = StartResult(joined, joined=True)
         # Keys whose live run finished meanwhile are free again: insert those once more.
@@ -142,3 +146,9 @@ def _holders(keys: list[str]) -> dict[str, Run]:
             run.live_key: run for run in runs().filter(live_key__in=keys[start : start + limit])
         }
     return held
+
+
+def _key(row: Row) -> str:
+    """*row*'s coalescing key: every row of a batch has one (start_many() coalesces)."""
+    assert row.live_key is not None
+    return row.live_key

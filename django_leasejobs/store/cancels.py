@@ -112,7 +112,11 @@ def release_expired_cancels(limit: int) -> int:
 
 
 def _follow(run_id: str) -> None:
-    run = runs().only("job", "instance", "rerun_requested").get(pk=run_id)
+    run = (
+        runs()
+        .only("job", "instance", "rerun_requested", "queue", "priority", "limit_key")
+        .get(pk=run_id)
+    )
     if run.rerun_requested:
         follow_up(run)
 

@@ -50,13 +50,20 @@ def _claim(*, takeover: bool) -> Statement:
 CLAIM = {False: _claim(takeover=False), True: _claim(takeover=True)}
 
 #: L4: BEGIN, only while the owner still has more than the margin left.
-BEGIN = Statement(
-    {"run_id": KEY, "owner": KEY, "margin": DurationField()},
-    lambda runs, s: (
-        runs.held_by(s.owner).filter(pk=s.run_id, next_attempt_at__gt=plus(s.now, s.margin)),
-        {"lease_began_at": s.now, "admission_misses": None, "updated_at": s.now},
-    ),
-)
+def _begin(*, limited: bool) -> Statement:
+    """L4's BEGIN; a limited job's (SPEC §14) also clears the limit its run waited for."""
+    cleared = {"throttled_by": ""} if limited else {}
+    return Statement(
+        {"run_id": KEY, "owner": KEY, "margin": DurationField()},
+        lambda runs, s: (
+            runs.held_by(s.owner).filter(pk=s.run_id, next_attempt_at__gt=plus(s.now, s.margin)),
+            {"lease_began_at": s.now, "admission_misses": None, **cleared, "updated_at": s.now},
+        ),
+    )
+
+
+BEGIN = _begin(limited=False)
+BEGIN_LIMITED = _begin(limited=True)
 
 
 @conflicts_retried

@@ -50,7 +50,7 @@ class Insert:
     """
 
     #: The columns a call sets per row; the rest are the model's defaults.
-    PER_ROW = ("id", "instance", "payload", "live_key")
+    PER_ROW = ("id", "instance", "payload", "live_key", "limit_key")
 
     def __init__(self) -> None:
         self._cache: dict[tuple[str, type, int, bool, bool], _Compiled] = {}
@@ -134,7 +134,13 @@ class Unnest:
     """
 
     #: The columns each row brings, and the array type PostgreSQL reads them as.
-    PER_ROW = {"id": "varchar", "instance": "varchar", "payload": "text", "live_key": "varchar"}
+    PER_ROW = {
+        "id": "varchar",
+        "instance": "varchar",
+        "payload": "text",
+        "live_key": "varchar",
+        "limit_key": "varchar",
+    }
 
     def __init__(self) -> None:
         self._cache: dict[tuple[str, type, bool, bool], _Compiled] = {}
@@ -245,6 +251,7 @@ class Unnest:
                     updated_at=started,
                     next_attempt_at=values["run_after"] or started,
                     live_key=row.live_key,
+                    limit_key=row.limit_key,
                 )
                 run._state.adding, run._state.db = False, using
                 runs.append(run)

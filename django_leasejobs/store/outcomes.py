@@ -42,28 +42,36 @@ def _held(runs: RunQuerySet, s: Slots) -> RunQuerySet:
 
 
 @cache
-def _renewal(*, with_step: bool) -> Statement:
-    """L7: the lease renewed to now + lease -- with a step's record, or alone (``check()``)."""
+def _renewal(*, with_step: bool, strict: bool = False) -> Statement:
+    """L7: the lease renewed to now + lease -- with a step's record, or alone (``check()``).
+
+    *strict* (a pass holding a concurrency slot, C2): only while the lease is
+    unexpired too, so a lease that ran out -- its slot free for another pass
+    -- is never revived.
+    """
 
     def build(runs: RunQuerySet, s: Slots) -> tuple[RunQuerySet, dict[str, Any]]:
         values = {"next_attempt_at": plus(s.now, s.lease), "updated_at": s.now}
-        return _held(runs, s), values | ({"has_steps": True} if with_step else {})
+        held = _held(runs, s).filter(next_attempt_at__gt=s.now) if strict else _held(runs, s)
+        return held, values | ({"has_steps": True} if with_step else {})
 
     return Statement({**_HELD, "lease": DurationField()}, build)
 
 
-@conflicts_retried
-def renew(run_id: str, owner: str, lease: timedelta) -> bool:
+def renew(run_id: str, owner: str, lease: timedelta, *, strict: bool = False) -> bool:
     """Extend *owner*'s lease to now + *lease* (L7)."""
-    return bool(_renewal(with_step=False).run(alias(), run_id=run_id, owner=owner, lease=lease))
+    renewal = _renewal(with_step=False, strict=strict)
+    return bool(renewal.run(alias(), run_id=run_id, owner=owner, lease=lease))
 
 
-#: R5 + L7 on PostgreSQL: a step's record carried by its renewal, one statement.
-_STEP = Carried(
-    _renewal(with_step=True),
-    {**_HELD, "lease": DurationField(), "name": KEY, "result": AS_IS, "attempts": AS_IS}
-    | {"error": AS_IS},
-)
+@cache
+def _step(*, strict: bool) -> Carried:
+    """R5 + L7 on PostgreSQL: a step's record carried by its renewal, one statement."""
+    return Carried(
+        _renewal(with_step=True, strict=strict),
+        {**_HELD, "lease": DurationField(), "name": KEY, "result": AS_IS, "attempts": AS_IS}
+        | {"error": AS_IS},
+    )
 
 
 @conflicts_retried
@@ -77,6 +85,7 @@ def record_step(
     attempts: int,
     error: str,
     exists: bool,
+    strict: bool = False,
 ) -> bool:
     """Renew the lease and record one step attempt, in one transaction (R5, L7).
 
@@ -90,12 +99,12 @@ def record_step(
         values = {"run_id": run_id, "owner": owner, "lease": lease, "name": name}
         values |= {"result": result, "attempts": attempts, "error": error}
         try:
-            return _STEP.run(using, exists=exists, **values)
+            return _step(strict=strict).run(using, exists=exists, **values)
         except IntegrityError:
             return False  # as below
     try:
         with transaction.atomic(using=using):
-            renewal = _renewal(with_step=True)
+            renewal = _renewal(with_step=True, strict=strict)
             if not renewal.run(using, run_id=run_id, owner=owner, lease=lease):
                 return False
             steps = Step.objects.using(using)

@@ -36,6 +36,7 @@ __all__ = [
     "check_run_after",
     "insert",
     "join",
+    "limit_key_of",
     "routed",
     "start",
     "start_as",
@@ -149,11 +150,16 @@ def start_as(
     check_run_after(run_after)
     route = routed(spec, queue, priority)
     text = encode(payload, "payload")
+    limited = limit_key_of(spec, payload)
+    if not spec.coalesce:
+        # Every start is its own run: no key, so nothing to join (a task, §9).
+        row = Row(new_id(), instance, text, None, limited)
+        return StartResult(insert(spec.name, origin, [row], route, run_after=run_after)[0], False)
     key = live_key(spec.name, instance)
     for _ in range(START_ROUNDS):
         # The unique live_key decides, inside the database, which of any number
         # of concurrent callers inserts; the others join the run it holds.
-        row = Row(new_id(), instance, text, key)
+        row = Row(new_id(), instance, text, key, limited)
         inserted = insert(spec.name, origin, [row], route, run_after=run_after)
         if inserted:
             return StartResult(inserted[0], joined=False)
@@ -165,6 +171,11 @@ def start_as(
         f"could not start or join a run of {spec.name!r} [{instance}]: "
         f"the insert kept conflicting and no live run was found"
     )
+
+
+def limit_key_of(spec: Job, payload: Any, name: str = "limit key") -> str | None:
+    """C1: the key a new run of *spec* with *payload* is limited under, computed once, here."""
+    return None if spec.limit is None else spec.limit.key_of(payload, name)
 
 
 def check_run_after(run_after: object, name: str = "run_after") -> None:
@@ -200,7 +211,10 @@ class Row(NamedTuple):
     id: str
     instance: str
     payload: str
-    live_key: str
+    #: ``None`` for a run that coalesces with none (a task's, SPEC §9).
+    live_key: str | None
+    #: Whose limits the run counts against (C1); ``None``: the job's own, or none.
+    limit_key: str | None = None
 
 
 _INSERT = Insert()
@@ -256,6 +270,7 @@ def _insert_and_read(
             updated_at=at,
             next_attempt_at=run_after if run_after is not None else at,
             live_key=row.live_key,
+            limit_key=row.limit_key,
         )
         for row in rows
     ]

@@ -139,15 +139,40 @@ def render(status: dict[str, Any], cut_at: int | None = None) -> list[str]:
     if stranded:
         lines += ["", "Stranded or unreadable runs (no drive will finish them as they are)"]
         lines += table(("ID", "WHY"), stranded)
+    if status["limits"]:
+        lines += ["", "Limits (slots in use per key, the rate's next begin)"]
+        lines += table(LIMIT_HEADERS, [row for entry in status["limits"] for row in _limits(entry)])
     return lines
+
+
+LIMIT_HEADERS = ("JOB", "KEY", "CONCURRENCY", "IN USE", "RATE", "NEXT BEGIN", "WAITING")
+
+
+def _limits(entry: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """One row per key of a limited job; a job with no key state yet gets one row."""
+    rate = entry["rate"]
+    shown_rate = None if rate is None else f"{rate['n']} per {rate['per_seconds']:g} s"
+    keys = entry["keys"] or [{"key": "", "slots_in_use": 0, "next_begin_at": None}]
+    return [
+        (
+            entry["job"],
+            key["key"] or ("(each key)" if entry["keyed"] else "(the job)"),
+            entry["concurrency"],
+            key["slots_in_use"] if entry["concurrency"] else None,
+            shown_rate,
+            _seconds(key["next_begin_at"]),
+            entry["waiting"] if number == 0 else None,
+        )
+        for number, key in enumerate(keys)
+    ]
 
 
 class Command(LeaseJobsCommand):
     could_not = "the status could not be read"
     json_help = "Print one JSON object instead of the tables."
     help = (
-        "Show django-leasejobs schedules (with their state) and live runs, for operators "
-        "without the admin. Read-only; payloads are never shown."
+        "Show django-leasejobs schedules (with their state), live runs and limited jobs' "
+        "slots and rates, for operators without the admin. Read-only; payloads are never shown."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:

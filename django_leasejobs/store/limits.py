@@ -1,0 +1,208 @@
+"""Flow control's writes (SPEC C2, C3): a limited pass begins only with a slot and a rate token.
+
+A pass of a limited job begins in one transaction of compare-and-sets: take
+a free concurrency slot (C2), spend the rate's next begin (C3), then L4's
+BEGIN. If any of them refuses, the transaction rolls back and nothing was
+taken. The slot needs no release of its own: it is held while the run it
+names holds the lease it names, begun and unexpired, so the lease's renewals
+renew it and the pass's outcome -- which lets go of the lease -- frees it in
+the same statement. A crashed pass's slot frees when its lease expires.
+
+A refused pass is *throttled* (:func:`throttle`): its claim is let go with
+nothing charged, due again in a second (a slot) or when the rate next allows
+a begin (a rate).
+
+The statements a limited pass adds to an unlimited one's: the slot read and
+its compare-and-set (concurrency), the rate's conditional ``UPDATE`` (rate).
+Each limit's state rows are created the first time its key is limited.
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+from typing import Any, NamedTuple
+
+from django.db import transaction
+from django.db.models import Exists, OuterRef
+
+from django_leasejobs.clock import plus
+from django_leasejobs.limits import Limit, Rate
+from django_leasejobs.models import RateState, Run, Slot
+from django_leasejobs.states import RunStatus, Throttle
+
+from .base import alias, conflicts_retried, now, runs
+from .claims import BEGIN_LIMITED
+
+__all__ = [
+    "THROTTLE_WAIT",
+    "Admission",
+    "begin_limited",
+    "prune_idle",
+    "rate_states",
+    "slots_in_use",
+    "throttle",
+]
+
+#: How soon a run refused a concurrency slot is due again (C2: "within about a second").
+THROTTLE_WAIT = timedelta(seconds=1)
+#: How many free slots a begin tries before it counts the job as full: one
+#: lost to another worker is normal, three in a row mean the slots are going fast.
+TRIES = 3
+#: A new rate state's first begin is allowed at once.
+_LONG_AGO = datetime(2000, 1, 1, tzinfo=UTC)
+
+
+class Admission(NamedTuple):
+    """What a limited BEGIN came to: begun, a miss (L5), or throttled by a limit."""
+
+    begun: bool
+    throttle: Throttle | None = None
+    #: A rate's next allowed begin, by the database's clock (``None``: soon).
+    until: datetime | None = None
+
+
+class _Refused(Exception):
+    def __init__(self, admission: Admission) -> None:
+        self.admission = admission
+
+
+@conflicts_retried
+def begin_limited(
+    run_id: str, owner: str, margin: timedelta, *, job: str, key: str, limit: Limit
+) -> Admission:
+    """L4's BEGIN for a pass of a limited job, with its slot and rate token (C2, C3).
+
+    *key* is the run's ``limit_key`` (``""`` for the job's own limit).
+    """
+    using = alias()
+    free: list[tuple[int, str | None]] = []
+    if limit.concurrency is not None:
+        # Read before the transaction: on SQLite a transaction that reads
+        # first cannot write once another has (its snapshot is stale).
+        free = _free_slots(job, key, limit.concurrency)
+        if not free:
+            return Admission(False, Throttle.CONCURRENCY)
+    try:
+        with transaction.atomic(using=using):
+            if free and not _take(free, run_id, owner):
+                raise _Refused(Admission(False, Throttle.CONCURRENCY))
+            if limit.rate is not None and (until := _spend(job, key, limit.rate)) is not None:
+                raise _Refused(Admission(False, Throttle.RATE, until))
+            if not BEGIN_LIMITED.run(using, run_id=run_id, owner=owner, margin=margin):
+                raise _Refused(Admission(False))
+    except _Refused as refused:
+        return refused.admission
+    return Admission(True)
+
+
+def _holding() -> Any:
+    """Whether a slot's holder still holds it: its run, under its lease, begun and unexpired.
+
+    A run cancelled mid-pass keeps its lease until that pass has stopped
+    (SPEC §3 ``cancel``), and its slot with it.
+    """
+    return Run.objects.filter(
+        pk=OuterRef("run_id"),
+        lease_owner=OuterRef("owner"),
+        status__in=(RunStatus.RUNNING, RunStatus.CANCELLED),
+        lease_began_at__isnull=False,
+        next_attempt_at__gt=now(),
+    )
+
+
+def _held(job: str, key: str) -> Any:
+    """The slots of (*job*, *key*), each annotated with whether its holder still holds it."""
+    return Slot.objects.using(alias()).filter(job=job, key=key).annotate(held=Exists(_holding()))
+
+
+def _free_slots(job: str, key: str, concurrency: int) -> list[tuple[int, str | None]]:
+    """The free slots among the first *concurrency*, each with the holder it was seen with."""
+    slots = _held(job, key).filter(number__lt=concurrency).values_list("pk", "owner", "held")
+    rows = list(slots)
+    if len(rows) < concurrency:
+        # A key limited for the first time, or a job whose concurrency grew.
+        Slot.objects.using(alias()).bulk_create(
+            [Slot(job=job, key=key, number=number) for number in range(concurrency)],
+            ignore_conflicts=True,
+        )
+        rows = list(slots.all())  # read again: the first read's rows are cached
+    free = [(pk, owner) for pk, owner, held in rows if not held]
+    random.shuffle(free)  # workers beginning together seldom reach for the same slot
+    return free
+
+
+def _take(free: list[tuple[int, str | None]], run_id: str, owner: str) -> bool:
+    """Compare-and-set one of the *free* slots to this pass: it wins if no one took it since."""
+    slots = Slot.objects.using(alias())
+    for pk, seen in free[:TRIES]:
+        found = slots.filter(pk=pk)
+        found = found.filter(owner=seen) if seen is not None else found.filter(owner__isnull=True)
+        if found.update(owner=owner, run_id=run_id):
+            return True
+    return False
+
+
+def _spend(job: str, key: str, rate: Rate) -> datetime | None:
+    """C3: take the rate's next begin; ``None`` if taken, else when the next is allowed.
+
+    The rate state is a theoretical arrival time: a begin is allowed when it
+    is not after now, and pushes it to now + ``per / n`` -- one conditional
+    ``UPDATE`` on the database clock.
+    """
+    states = RateState.objects.using(alias()).filter(job=job, key=key)
+    at = now()
+    if states.filter(tat__lte=at).update(tat=plus(at, rate.interval)):
+        return None
+    tat = states.values_list("tat", flat=True).first()
+    if tat is not None:
+        return tat
+    RateState.objects.using(alias()).bulk_create(
+        [RateState(job=job, key=key, tat=_LONG_AGO)], ignore_conflicts=True
+    )
+    if states.filter(tat__lte=at).update(tat=plus(at, rate.interval)):
+        return None
+    return states.values_list("tat", flat=True).first()
+
+
+@conflicts_retried
+def throttle(run_id: str, owner: str, which: Throttle, until: datetime | None) -> bool:
+    """Let go of a claim its limit refused: nothing charged, due again when it may begin.
+
+    ``False`` when *owner* no longer holds an unbegun claim on the run.
+    """
+    at = now()
+    due = plus(at, THROTTLE_WAIT) if until is None else until
+    return bool(
+        runs()
+        .held_by(owner)
+        .filter(pk=run_id, lease_began_at__isnull=True)
+        .update(lease_owner=None, next_attempt_at=due, throttled_by=which, updated_at=at)
+    )
+
+
+def prune_idle() -> int:
+    """Delete flow control's idle state: free slots, and rate states already passed (§14).
+
+    Both are what a missing row means -- a free slot, a begin allowed now --
+    so deleting them changes no decision; a key limited again gets them back.
+    """
+    using = alias()
+    slots = Slot.objects.using(using).filter(~Exists(_holding()))._raw_delete(using)
+    rates = RateState.objects.using(using).filter(tat__lt=now())._raw_delete(using)
+    return int(slots) + int(rates)
+
+
+def slots_in_use(job: str) -> dict[str, int]:
+    """How many of *job*'s slots are held, per key (C5: ``leasejobs_status``)."""
+    held: dict[str, int] = {}
+    slots = Slot.objects.using(alias()).filter(job=job).annotate(held=Exists(_holding()))
+    for key in slots.filter(held=True).values_list("key", flat=True):
+        held[key] = held.get(key, 0) + 1
+    return held
+
+
+def rate_states(job: str) -> dict[str, datetime]:
+    """When each key of *job* may next begin a pass by its rate (C5)."""
+    states = RateState.objects.using(alias()).filter(job=job)
+    return dict(states.values_list("key", "tat"))

@@ -1,0 +1,19 @@
+"""Django's task framework, on django-leasejobs runs (SPEC §9).
+
+``TASKS = {"default": {"BACKEND": "django_leasejobs.tasks.LeaseJobsBackend"}}``
+makes every ``@task`` a leased, fenced, retried run of the built-in job
+``django_leasejobs.task``, driven by ``rundueJobs`` and shown in the admin.
+Django 6 ships the framework as ``django.tasks``; on Django 5.2 install
+``django-leasejobs[tasks]`` for the backport (:mod:`django_leasejobs.compat`).
+
+The path of a task run: :mod:`.backend` (enqueue, get_result) ->
+:mod:`.envelope` (what the run stores) -> :mod:`.execution` (the built-in
+job's pass) -> :mod:`.results` (the run read back as a ``TaskResult``).
+"""
+
+from __future__ import annotations
+
+from .backend import LeaseJobsBackend
+from .options import TASK_JOB, LeaseJobsTask
+
+__all__ = ["TASK_JOB", "LeaseJobsBackend", "LeaseJobsTask"]

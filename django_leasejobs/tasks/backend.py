@@ -1,0 +1,159 @@
+"""``LeaseJobsBackend``: Django's task framework on leased, fenced runs (SPEC §9).
+
+``enqueue()`` is one ``INSERT`` of a run of the built-in job
+``django_leasejobs.task`` on the caller's connection, inside the caller's
+transaction; any ``rundueJobs`` drives it (:mod:`.execution`);
+``get_result()`` reads it back (:mod:`.results`).
+
+This module imports no models at its top: a ``@task`` in a module that
+Django imports while it is still loading apps builds this backend then.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from django.apps import apps
+from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
+from django.utils import timezone
+
+from django_leasejobs import compat
+from django_leasejobs.ids import new_id
+from django_leasejobs.policy import MAX_DELAY
+from django_leasejobs.routing import queue_problem
+from django_leasejobs.states import RunOrigin
+
+from .options import TASK_JOB, LeaseJobsTask, TaskOptions
+
+__all__ = ["LeaseJobsBackend"]
+
+logger = logging.getLogger("django_leasejobs")
+
+#: A run id: a ULID's 26 characters of Crockford base32 (:mod:`..ids`).
+RUN_ID = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")
+
+
+class LeaseJobsBackend(compat.BaseTaskBackend):
+    """The production backend: each task a run with a lease, retries and a heartbeat.
+
+    ``TASKS = {"default": {"BACKEND": "django_leasejobs.tasks.LeaseJobsBackend"}}``.
+    ``OPTIONS``: ``RETRY`` (a :class:`~django_leasejobs.Retry` or its keyword
+    dict; default one attempt), ``LEASE`` and ``TIMEOUT`` (timedeltas or
+    seconds), ``SAFE_TO_REPEAT`` (default ``True``; ``False`` holds a task
+    whose worker died mid-call for an operator).
+    """
+
+    task_class = LeaseJobsTask
+    supports_defer = True
+    supports_async_task = True
+    supports_get_result = True
+    supports_priority = True
+
+    def __init__(self, alias: str, params: dict[str, Any]) -> None:
+        super().__init__(alias, params)
+        # OPTIONS are read here only, and never raise: check() reports them.
+        self.task_options = TaskOptions.read(params.get("OPTIONS", {}))
+
+    # -- enqueue -------------------------------------------------------------------------
+
+    def validate_task(self, task: compat.AnyTask) -> None:
+        super().validate_task(task)
+        if type(task.priority) is not int:  # SPEC §2: 5.0 or True is not a priority
+            raise compat.InvalidTask(f"priority must be an int, got {task.priority!r}")
+        if problem := queue_problem("queue_name", task.queue_name):
+            raise compat.InvalidTask(problem)
+        if task.run_after is not None and task.run_after > timezone.now() + MAX_DELAY:
+            raise compat.InvalidTask(f"run_after must be at most {MAX_DELAY.days} days ahead")
+
+    def enqueue(self, task: compat.AnyTask, args: Any, kwargs: Any) -> compat.AnyTaskResult:
+        """Enqueue *task* as one new run, in the caller's transaction (SPEC §9).
+
+        Every check comes before the one ``INSERT``, which has no key to
+        conflict on: a refused call writes nothing and leaves the caller's
+        transaction as it was.
+
+        Raises
+        ------
+        InvalidTask
+            The task is not one this backend can run (the framework's checks,
+            a queue outside ``QUEUES``).
+        NotQueueSafe
+            An argument JSON would not return unchanged; also a ``TypeError``.
+            It names the value: ``args.0``, ``kwargs.name.3``.
+        ImproperlyConfigured
+            This backend's ``OPTIONS`` are invalid (``manage.py check`` says how).
+        """
+        # Imported here, not at the top: see the module docstring.
+        from django_leasejobs.codec import encode
+        from django_leasejobs.store.starts import Route, Row, insert
+
+        from .envelope import Envelope
+        from .results import task_result
+
+        self.validate_task(task)
+        if self.task_options.problems:
+            raise ImproperlyConfigured(
+                f"TASKS[{self.alias!r}]['OPTIONS']: {self.task_options.problems[0]}"
+            )
+        envelope = Envelope.of(task, args, kwargs, self.alias)
+        row = Row(new_id(), envelope.instance, encode(envelope.payload(), "payload"), None)
+        route = Route(task.queue_name, task.priority)
+        (run,) = insert(TASK_JOB, RunOrigin.TASK, [row], route, run_after=task.run_after)
+        result = task_result(run, [], envelope=envelope, task=task, in_flight=False)
+        # At once, inside the caller's transaction, as Django's own backends send it.
+        for receiver, response in compat.task_enqueued.send_robust(
+            sender=type(self), task_result=result
+        ):
+            if isinstance(response, Exception):
+                logger.error(
+                    "Task signal receiver %s raised %s",
+                    getattr(receiver, "__qualname__", receiver),
+                    type(response).__name__,
+                )
+        return result
+
+    # -- results -------------------------------------------------------------------------
+
+    def get_result(self, result_id: str) -> compat.AnyTaskResult:
+        """The task run *result_id* as it stands, from any thread or process.
+
+        Raises ``TaskResultDoesNotExist`` for an unknown or malformed id, the
+        id of a run that is not a task's, or a task whose path no longer imports.
+        """
+        from django_leasejobs.models import Run  # not at the top: see the module docstring
+
+        from .envelope import TaskGone
+        from .execution import read_result
+
+        if not isinstance(result_id, str) or not RUN_ID.fullmatch(result_id):
+            raise compat.TaskResultDoesNotExist(result_id)
+        try:
+            return read_result(result_id)
+        except Run.DoesNotExist:
+            raise compat.TaskResultDoesNotExist(result_id) from None
+        except (ValueError, TaskGone) as exc:
+            raise compat.TaskResultDoesNotExist(f"{result_id}: {exc}") from None
+
+    # -- checks --------------------------------------------------------------------------
+
+    def check(self, **kwargs: Any) -> Iterable[checks.CheckMessage]:
+        """Misconfiguration, with ``leasejobs.E1xx`` ids (``manage.py check``)."""
+        where = f"TASKS[{self.alias!r}]"
+        if not compat.AVAILABLE:
+            yield checks.Error(f"{where}: {compat.MISSING}.", id="leasejobs.E101")
+        if not apps.is_installed("django_leasejobs"):
+            yield checks.Error(
+                f"{where} uses django_leasejobs.tasks.LeaseJobsBackend, but "
+                "'django_leasejobs' is not in INSTALLED_APPS: its runs have no table.",
+                hint="Add 'django_leasejobs' to INSTALLED_APPS and run migrate.",
+                id="leasejobs.E100",
+            )
+        for problem in self.task_options.problems:
+            yield checks.Error(f"{where}['OPTIONS']: {problem}.", id="leasejobs.E102")
+        for queue in sorted(self.queues, key=str):
+            if refused := queue_problem("QUEUES", queue):
+                yield checks.Error(f"{where}: {refused}.", id="leasejobs.E103")

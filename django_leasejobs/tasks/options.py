@@ -1,0 +1,132 @@
+"""The backend's ``OPTIONS`` and a task's own options (SPEC §9).
+
+``OPTIONS`` are read once, when Django builds the backend, and never raise
+there: a bad value is kept as a problem, which ``manage.py check`` reports
+(``leasejobs.E102``) and ``enqueue()`` refuses with. On Django 6.1 and the
+backport, ``@task(retry=..., timeout=..., safe_to_repeat=...)`` overrides
+them for one task, through :class:`LeaseJobsTask`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django_leasejobs import compat
+from django_leasejobs.policy import MAX_DELAY, Retry, delay_problem
+from django_leasejobs.registry import MIN_LEASE
+
+__all__ = ["BACKEND_PATH", "DEFAULT_RETRY", "TASK_JOB", "LeaseJobsTask", "TaskOptions", "retry_of"]
+
+#: The built-in job every task run belongs to.
+TASK_JOB = "django_leasejobs.task"
+#: Where ``TASKS`` names this backend.
+BACKEND_PATH = "django_leasejobs.tasks.LeaseJobsBackend"
+
+#: One attempt, as Django's own backends: a task that raises has failed.
+DEFAULT_RETRY = Retry(max_attempts=1)
+
+KNOWN = ("RETRY", "LEASE", "TIMEOUT", "SAFE_TO_REPEAT")
+
+
+def retry_of(value: object, name: str) -> tuple[Retry | None, str | None]:
+    """*value* as a :class:`Retry` -- given as one, or as its keyword dict -- or the problem."""
+    if isinstance(value, dict):
+        try:
+            value = Retry(**value)
+        except TypeError as exc:
+            return None, f"{name} is not a Retry's keywords ({exc})"
+    if not isinstance(value, Retry):
+        return None, f"{name} must be a django_leasejobs.Retry or a dict of its keywords"
+    if problem := value.problem():
+        return None, f"{name}: {problem}"
+    return value, None
+
+
+def _duration(value: object) -> object:
+    """A number of seconds as a timedelta (settings files often hold numbers)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return timedelta(seconds=value)
+    return value
+
+
+@dataclass(frozen=True)
+class TaskOptions:
+    """What ``OPTIONS`` set, once checked; ``problems`` lists what was refused."""
+
+    retry: Retry = DEFAULT_RETRY
+    lease: timedelta | None = None
+    timeout: timedelta | None = None
+    safe_to_repeat: bool = True
+    problems: tuple[str, ...] = ()
+
+    @classmethod
+    def read(cls, options: object) -> TaskOptions:
+        if not isinstance(options, dict):
+            return cls(problems=(f"OPTIONS must be a dict, got {type(options).__name__}",))
+        problems = [
+            f"unknown option {key!r}; the options are {', '.join(KNOWN)}"
+            for key in options
+            if key not in KNOWN
+        ]
+        values: dict[str, Any] = {}
+        if "RETRY" in options:
+            retry, problem = retry_of(options["RETRY"], "RETRY")
+            values["retry"] = retry or DEFAULT_RETRY
+            problems += [problem] if problem else []
+        if options.get("LEASE") is not None:
+            lease = _duration(options["LEASE"])
+            if not isinstance(lease, timedelta) or not MIN_LEASE <= lease <= MAX_DELAY:
+                problems.append(
+                    f"LEASE must be a timedelta (or seconds) from 100 ms to "
+                    f"{MAX_DELAY.days} days, got {options['LEASE']!r}"
+                )
+            else:
+                values["lease"] = lease
+        if options.get("TIMEOUT") is not None:
+            timeout = _duration(options["TIMEOUT"])
+            if problem := delay_problem("TIMEOUT", timeout, positive=True):
+                problems.append(problem)
+            else:
+                values["timeout"] = timeout
+        if "SAFE_TO_REPEAT" in options:
+            if type(options["SAFE_TO_REPEAT"]) is not bool:
+                problems.append(
+                    f"SAFE_TO_REPEAT must be True or False, got {options['SAFE_TO_REPEAT']!r}"
+                )
+            else:
+                values["safe_to_repeat"] = options["SAFE_TO_REPEAT"]
+        return cls(problems=tuple(problems), **values)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaseJobsTask(compat.Task):  # type: ignore[type-arg]  # generic in the backport only
+    """A task with this backend's per-task options (Django 6.1 and the backport).
+
+    ``@task(retry=Retry(max_attempts=3), timeout=timedelta(minutes=5),
+    safe_to_repeat=False)`` sets them for one task; ``None`` keeps the
+    backend's ``OPTIONS``. Checked when the task is defined, at import.
+    """
+
+    retry: Retry | dict[str, Any] | None = None
+    timeout: timedelta | None = None
+    safe_to_repeat: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.retry is not None:
+            retry, problem = retry_of(self.retry, "retry")
+            if problem:
+                raise compat.InvalidTask(f"task {self.module_path}: {problem}")
+            object.__setattr__(self, "retry", retry)
+        if self.timeout is not None and (
+            problem := delay_problem("timeout", self.timeout, positive=True)
+        ):
+            raise compat.InvalidTask(f"task {self.module_path}: {problem}")
+        if self.safe_to_repeat is not None and type(self.safe_to_repeat) is not bool:
+            raise compat.InvalidTask(
+                f"task {self.module_path}: safe_to_repeat must be True or False, "
+                f"got {self.safe_to_repeat!r}"
+            )
+        # By name: a slots dataclass is a new class, which zero-argument super() misses.
+        compat.Task.__post_init__(self)
