@@ -921,3 +921,41 @@ def test_tasks_outcome_is_what_djangos_immediate_backend_reports(backend, case):
             result.return_value  # noqa: B018
         assert [e.exception_class_path for e in result.errors] == [error_path]
         assert result.errors[0].traceback.startswith("Traceback (most recent call last)")
+
+
+def test_tasks_check_reports_the_framework_missing_as_e101(monkeypatch):
+    """SPEC §9: on Django 5.2 without the backport, ``check()`` says what to install."""
+    monkeypatch.setattr(compat, "AVAILABLE", False)
+    backend = LeaseJobsBackend("default", {"BACKEND": BACKEND_PATH})
+    (error,) = backend.check()
+    assert error.id == "leasejobs.E101"
+    assert "django-leasejobs[tasks]" in error.msg
+
+
+def test_tasks_check_reports_the_app_not_installed_as_e100(monkeypatch):
+    """SPEC §9: the backend's runs need the app's tables."""
+    from django.apps import apps
+
+    installed = apps.is_installed
+    monkeypatch.setattr(
+        apps, "is_installed", lambda name: name != "django_leasejobs" and installed(name)
+    )
+    backend = LeaseJobsBackend("default", {"BACKEND": BACKEND_PATH})
+    assert [error.id for error in backend.check()] == ["leasejobs.E100"]
+
+
+def test_tasks_check_reports_a_bad_queue_name_as_e103():
+    backend = LeaseJobsBackend("default", {"BACKEND": BACKEND_PATH, "QUEUES": ["ok", "x" * 101]})
+    assert [error.id for error in backend.check()] == ["leasejobs.E103"]
+
+
+def test_tasks_our_own_check_runs_the_backends_where_the_framework_would_not(monkeypatch):
+    """Without the framework (or the backport's app), ``manage.py check`` still reports E1xx."""
+    from django_leasejobs import checks
+
+    monkeypatch.setattr(compat, "FRAMEWORK", "")
+    monkeypatch.setattr(compat, "AVAILABLE", False)
+    assert [message.id for message in checks.check_task_backends()] == ["leasejobs.E101"]
+    monkeypatch.setattr(compat, "FRAMEWORK", "django.tasks")
+    monkeypatch.setattr(compat, "AVAILABLE", True)
+    assert checks.check_task_backends() == []  # Django's own check_tasks calls check()
