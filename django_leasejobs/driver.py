@@ -18,7 +18,7 @@ from . import retention, schedules, store
 from .clock import get_clock
 from .conf import conf
 from .errors import connection_lost, describe, one_line
-from .execute import drive_run
+from .execute import Outcome, Throttled, drive_run
 from .holder import current_holder, is_gone
 from .models import Run
 from .pacing import Claims, pace
@@ -39,6 +39,8 @@ class DueKey(NamedTuple):
     id: str
     job: str
     took_over: bool
+    #: The run's ``limit_key`` ("" for none): which limits it counts against (§14).
+    limit_key: str = ""
 
 
 def _of(runs: RunQuerySet, names: tuple[str, ...], queues: tuple[str, ...] | None) -> RunQuerySet:
@@ -55,7 +57,7 @@ SNAPSHOT = Select(
         # Whether a lease began, not when: a date the database cannot hand
         # back (R9, §12) must not stop the snapshot of every other run.
         .annotate(began=ExpressionWrapper(Q(lease_began_at__isnull=False), BooleanField()))
-        .values_list("id", "job", "began")[:scan_max]
+        .values_list("id", "job", "began", "limit_key")[:scan_max]
     )
 )
 
@@ -72,7 +74,7 @@ def _snapshot(jobs: Iterable[Job], queues: tuple[str, ...] | None, scan_max: int
     if not names:
         return []
     rows = SNAPSHOT.rows(router.db_for_read(Run), names, queues, scan_max)
-    return [DueKey(run_id, job, bool(began)) for run_id, job, began in rows]
+    return [DueKey(run_id, job, bool(began), key or "") for run_id, job, began, key in rows]
 
 
 def _fire_schedules(using: str, jobs: set[str] | None, report: DriveReport) -> None:
@@ -230,11 +232,14 @@ def run_due_jobs(
     _release_dead_holders(specs, taken, conf.SCAN_MAX, report)
     keys = _snapshot(specs, taken, conf.SCAN_MAX)
     claims = Claims()  # runs claimed ahead of their turn, while passes are short (§13)
+    limited = Limited()  # keys this drive found at their limit, and their runs it held back
     position = 0
     while position < len(keys) and report.attempted < limit and not stop():
         key = keys[position]
         position += 1
         spec = by_name[key.job]
+        if spec.limit is not None and limited.holds_back(key):
+            continue  # C4: not claimed only to be throttled; held back below, in one statement
         try:
             most = min(pace.batch(spec), limit - report.attempted)
             claimed, lost = claims.turn(key.id, _fresh(keys, position - 1, spec, most), spec)
@@ -269,15 +274,65 @@ def run_due_jobs(
             continue
         if not outcomes:
             position = _away(position, len(keys))
-        # C4: a throttled pass ran nothing, so it does not count against the limit.
-        report.attempted += any(outcome.status != PassOutcome.THROTTLED for outcome in outcomes)
-        for outcome in outcomes:
-            report.tally(key.id, outcome)
+        _tally(report, key, outcomes, limited)
     if not report.aborted:
-        claims.give_back()
+        _let_go(claims, limited, report)
     _housekeeping(report)
     logger.debug("Drive finished %s", report.summary())
     return report
+
+
+def _let_go(claims: Claims, limited: Limited, report: DriveReport) -> None:
+    """The drive's end: runs claimed ahead and not reached given back, limited ones held back."""
+    claims.give_back()
+    report.throttled += limited.hold_back(report)
+
+
+def _tally(report: DriveReport, key: DueKey, outcomes: list[Outcome], limited: Limited) -> None:
+    """Count one run's passes; a throttled one ran nothing, so it is not ``attempted`` (C4)."""
+    report.attempted += any(outcome.status != PassOutcome.THROTTLED for outcome in outcomes)
+    for outcome in outcomes:
+        report.tally(key.id, outcome)
+        if outcome.throttle is not None:
+            limited.reached(key.job, outcome.throttle)
+
+
+class Limited:
+    """The keys one drive found at their limit (§14), and the due runs of theirs it stepped over.
+
+    Once a pass of a key was throttled, the key's other runs in the snapshot
+    would be too: claiming each only to let it go costs three statements a
+    run. The drive steps over them instead and, at its end, moves them all to
+    the throttled run's new due time in one statement (:func:`store.hold_back`),
+    so they neither fill the next snapshot nor keep the runs behind them
+    waiting (C4).
+    """
+
+    def __init__(self) -> None:
+        self._reached: dict[tuple[str, str], Throttled] = {}
+        self._held: dict[tuple[str, str], list[str]] = {}
+
+    def reached(self, job: str, throttled: Throttled) -> None:
+        self._reached[(job, throttled.key)] = throttled
+
+    def holds_back(self, key: DueKey) -> bool:
+        """Whether *key*'s run belongs to a key at its limit (and is now held back)."""
+        found = (key.job, key.limit_key)
+        if found not in self._reached or key.took_over:
+            return False  # a takeover is claimed: its charge is due whatever the limit
+        self._held.setdefault(found, []).append(key.id)
+        return True
+
+    def hold_back(self, report: DriveReport) -> int:
+        """Move the runs stepped over; return how many moved. Never fails the drive."""
+        moved = 0
+        for found, ids in self._held.items():
+            throttled = self._reached[found]
+            try:
+                moved += store.hold_back(ids, throttled.which, throttled.until, throttled.wait)
+            except DatabaseError as exc:
+                report.errors.append(Note("", f"limited runs not held back: {describe(exc)}"))
+        return moved
 
 
 def drive_for(seconds: float, **options: Any) -> DriveReport:

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from django.db import DatabaseError
@@ -29,7 +29,8 @@ from .leases import TAKEOVER_NOTE, Countdown
 from .models import Run
 from .passes import Pass, PassRecord, PassResult, Verdict
 from .schedules.reading import record_outcome
-from .states import FailureCode, PassOutcome, RunStatus
+from .states import FailureCode, PassOutcome, RunStatus, Throttle
+from .store.limits import THROTTLE_WAIT, THROTTLE_WAIT_MIN
 
 if TYPE_CHECKING:
     from .registry import Job
@@ -46,10 +47,20 @@ class Outcome:
     status: PassOutcome
     error: str = ""
     warning: str = ""
+    #: A throttled pass: which limit refused it, and when the run is due again.
+    throttle: Throttled | None = None
+
+
+class Throttled(NamedTuple):
+    """What a throttled pass hands the drive, so it holds back the key's other runs (C4)."""
+
+    key: str
+    which: Throttle
+    until: datetime | None
+    wait: timedelta
 
 
 SUPERSEDED = Outcome(PassOutcome.SUPERSEDED)
-THROTTLED = Outcome(PassOutcome.THROTTLED)
 
 
 class Claimed(NamedTuple):
@@ -328,12 +339,24 @@ def _superseded(run: Run, owner: str) -> Outcome:
 
 
 def _throttled(run: Run, spec: Job, owner: str, admission: store.Admission) -> Outcome:
-    """C2, C3: the job's limit refused the pass; it ran nothing and is charged nothing."""
-    assert admission.throttle is not None
-    if not store.throttle(run.pk, owner, admission.throttle, admission.until):
+    """C2, C3: the job's limit refused the pass; it ran nothing and is charged nothing.
+
+    Refused a slot, the run is due again after about one of the job's passes
+    (the time a slot takes to free), between 50 ms and a second; refused by
+    its rate, when the rate next allows a begin.
+    """
+    from .pacing import pace  # here, not at the top: pacing imports this module
+
+    which = admission.throttle
+    assert which is not None
+    typical = pace.seconds(spec.name)
+    wait = THROTTLE_WAIT if typical is None else timedelta(seconds=typical)
+    wait = min(THROTTLE_WAIT, max(THROTTLE_WAIT_MIN, wait))
+    if not store.throttle(run.pk, owner, which, admission.until, wait):
         return SUPERSEDED
-    saturation.refused(spec.name, run.limit_key or "", admission.throttle)
-    return THROTTLED
+    key = run.limit_key or ""
+    saturation.refused(spec.name, key, which)
+    return Outcome(PassOutcome.THROTTLED, throttle=Throttled(key, which, admission.until, wait))
 
 
 def _admission_miss(run: Run, spec: Job, owner: str, countdown: Countdown) -> Outcome:

@@ -46,6 +46,10 @@ class Pace:
     def __init__(self) -> None:
         self._seconds: dict[str, float] = {}
 
+    def seconds(self, job: str) -> float | None:
+        """*job*'s recent seconds per run, or ``None`` before its first in this process."""
+        return self._seconds.get(job)
+
     def observe(self, job: str, seconds: float) -> None:
         last = self._seconds.get(job)
         self._seconds[job] = seconds if last is None else last + _WEIGHT * (seconds - last)

@@ -225,9 +225,9 @@ job(
     lease=timedelta(seconds=2),
     limit=Limit(concurrency=2, key=_account),
 )(_logged_sleep)
-job(
-    "tests.rated", lease=timedelta(seconds=5), limit=Limit(rate=Rate(5, per=timedelta(seconds=2)))
-)(_logged_sleep)
+job("tests.rated", lease=timedelta(seconds=5), limit=Limit(rate=Rate(5, per=timedelta(seconds=2))))(
+    _logged_sleep
+)
 
 
 def _slot_holder(p):

@@ -36,7 +36,7 @@ from .cancels import (
     stop_cancelled,
 )
 from .claims import Missed, begin, claim, miss, read_claimed, release_dead_holder, take
-from .limits import Admission, begin_limited, throttle
+from .limits import Admission, begin_limited, hold_back, throttle
 from .outcomes import commit, defer, hold, record_step, renew, settle
 from .starts import StartResult, check_key, start, start_as
 
@@ -57,6 +57,7 @@ __all__ = [
     "defer",
     "free_expired_cancel",
     "hold",
+    "hold_back",
     "miss",
     "read_claimed",
     "record_step",

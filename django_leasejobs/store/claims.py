@@ -49,6 +49,7 @@ def _claim(*, takeover: bool) -> Statement:
 #: L2, L3: the two forms of a claim, a fresh one and a takeover of a begun lease.
 CLAIM = {False: _claim(takeover=False), True: _claim(takeover=True)}
 
+
 #: L4: BEGIN, only while the owner still has more than the margin left.
 def _begin(*, limited: bool) -> Statement:
     """L4's BEGIN; a limited job's (SPEC §14) also clears the limit its run waited for."""

@@ -36,16 +36,21 @@ from .claims import BEGIN_LIMITED
 
 __all__ = [
     "THROTTLE_WAIT",
+    "THROTTLE_WAIT_MIN",
     "Admission",
     "begin_limited",
+    "hold_back",
     "prune_idle",
     "rate_states",
     "slots_in_use",
     "throttle",
 ]
 
-#: How soon a run refused a concurrency slot is due again (C2: "within about a second").
+#: How soon a run refused a concurrency slot is due again, at most (C2: "within
+#: about a second"), and at least: the drive waits about one of the job's passes,
+#: the time a slot takes to free, between the two.
 THROTTLE_WAIT = timedelta(seconds=1)
+THROTTLE_WAIT_MIN = timedelta(milliseconds=50)
 #: How many free slots a begin tries before it counts the job as full: one
 #: lost to another worker is normal, three in a row mean the slots are going fast.
 TRIES = 3
@@ -165,19 +170,48 @@ def _spend(job: str, key: str, rate: Rate) -> datetime | None:
     return states.values_list("tat", flat=True).first()
 
 
+def _due(at: Any, wait: timedelta, until: datetime | None) -> Any:
+    """When a throttled run is due again: when its rate allows (*until*), or after *wait*."""
+    return plus(at, wait) if until is None else until
+
+
 @conflicts_retried
-def throttle(run_id: str, owner: str, which: Throttle, until: datetime | None) -> bool:
+def throttle(
+    run_id: str, owner: str, which: Throttle, until: datetime | None, wait: timedelta
+) -> bool:
     """Let go of a claim its limit refused: nothing charged, due again when it may begin.
 
     ``False`` when *owner* no longer holds an unbegun claim on the run.
     """
     at = now()
-    due = plus(at, THROTTLE_WAIT) if until is None else until
     return bool(
         runs()
         .held_by(owner)
         .filter(pk=run_id, lease_began_at__isnull=True)
-        .update(lease_owner=None, next_attempt_at=due, throttled_by=which, updated_at=at)
+        .update(
+            lease_owner=None,
+            next_attempt_at=_due(at, wait, until),
+            throttled_by=which,
+            updated_at=at,
+        )
+    )
+
+
+@conflicts_retried
+def hold_back(run_ids: list[str], which: Throttle, until: datetime | None, wait: timedelta) -> int:
+    """C4: runs of a key this drive just found at its limit, due again with the one throttled.
+
+    One statement for all of them, none claimed: each is moved only while it
+    is due, unclaimed and not a takeover (a begun lease), so a run another
+    worker holds, or one whose pass died, is left as it is. Returns how many
+    moved.
+    """
+    at = now()
+    return (
+        runs()
+        .claimable(at, took_over=False)
+        .filter(pk__in=run_ids)
+        .update(next_attempt_at=_due(at, wait, until), throttled_by=which, updated_at=at)
     )
 
 

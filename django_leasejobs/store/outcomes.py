@@ -58,6 +58,7 @@ def _renewal(*, with_step: bool, strict: bool = False) -> Statement:
     return Statement({**_HELD, "lease": DurationField()}, build)
 
 
+@conflicts_retried
 def renew(run_id: str, owner: str, lease: timedelta, *, strict: bool = False) -> bool:
     """Extend *owner*'s lease to now + *lease* (L7)."""
     renewal = _renewal(with_step=False, strict=strict)

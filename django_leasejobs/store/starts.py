@@ -174,8 +174,11 @@ def start_as(
 
 
 def limit_key_of(spec: Job, payload: Any, name: str = "limit key") -> str | None:
-    """C1: the key a new run of *spec* with *payload* is limited under, computed once, here."""
-    return None if spec.limit is None else spec.limit.key_of(payload, name)
+    """C1: the key a new run of *spec* with *payload* is limited under, computed once, here.
+
+    Refused naming the job (§11): a key function is the job's code.
+    """
+    return None if spec.limit is None else spec.limit.key_of(payload, f"job {spec.name!r}: {name}")
 
 
 def check_run_after(run_after: object, name: str = "run_after") -> None:

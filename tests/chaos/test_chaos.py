@@ -10,6 +10,9 @@ the lease protocol is asserted, not just printed:
 * every run is ``done`` -- none lost, none stuck, none failed;
 * counters are exact (a killed pass's counts were never committed);
 * no two passes of one run overlapped in time;
+* never more than two passes of ``tests.chaos_limited`` (``Limit(concurrency=2)``,
+  driven beside the rest) ran at one instant -- a killed pass counted until its
+  kill -- and each of its runs is done with exact counters too (C2);
 * a step's side effect is duplicated only when a kill (or the restart) hit
   that step in flight, so duplicates <= kills (+ workers for the restart);
 * a malformed row (and, on PostgreSQL, a row it cannot hand back) added
@@ -54,6 +57,10 @@ KILL_EVERY = (1.5, 4.5)  # seconds between kills, uniformly
 DEADLINE = 3600 if LONG else 600
 JOB = "tests.chaos_walk"
 CRON = "tests.chaos_cron"
+LIMITED = "tests.chaos_limited"  # chaos_walk's handler, at most 2 passes at once (C2)
+LIMITED_RUNS = 300 if LONG else 30
+LIMITED_PASSES, LIMITED_STEPS, LIMITED_STEP_SECONDS = 2, 2, 0.1
+CONCURRENCY = 2
 
 
 class Fleet:
@@ -70,7 +77,7 @@ class Fleet:
         with open(self.log_dir / f"worker-{self.started}.stderr", "w") as stderr:
             worker = subprocess.Popen(
                 [sys.executable, "-m", "django", "rundueJobs", "--loop", "--interval", "0.1",
-                 "--limit", "5", "--job", JOB, "--job", CRON, "-v", "0"],
+                 "--limit", "5", "--job", JOB, "--job", CRON, "--job", LIMITED, "-v", "0"],
                 env=env, stdout=subprocess.DEVNULL, stderr=stderr,
             )  # fmt: skip
         self.workers.append(worker)
@@ -99,7 +106,7 @@ def unfinished() -> int | None:
     """Runs not yet done, or None while the database cannot answer."""
     try:
         return (
-            Run.objects.filter(job=JOB, instance__startswith="chaos-")
+            Run.objects.filter(job__in=[JOB, LIMITED], instance__startswith="chaos-")
             .exclude(status=RunStatus.DONE)
             .count()
         )
@@ -183,9 +190,28 @@ def intervals(log_dir: Path, kills: dict[int, int]) -> dict[str, list[tuple[int,
     return spans
 
 
+def most_at_once(spans: list[tuple[int, int, int]]) -> int:
+    """The most of *spans* ((start, end, pid)) open at one instant (an end before a start)."""
+    events = sorted([(b, 1) for b, _, _ in spans] + [(e, -1) for _, e, _ in spans])
+    open_now = most = 0
+    for _, change in events:
+        open_now += change
+        most = max(most, open_now)
+    return most
+
+
 def run_chaos(tmp_path: Path, *, restart: bool) -> None:
     payload = {"passes": PASSES, "steps": STEPS, "step_seconds": STEP_SECONDS}
     runs = [start(JOB, payload, instance=f"chaos-{n}").run.pk for n in range(RUNS)]
+    limited_payload = {
+        "passes": LIMITED_PASSES,
+        "steps": LIMITED_STEPS,
+        "step_seconds": LIMITED_STEP_SECONDS,
+    }
+    limited = [
+        start(LIMITED, limited_payload, instance=f"chaos-limited-{n}").run.pk
+        for n in range(LIMITED_RUNS)
+    ]
     fleet = Fleet(tmp_path)
     began = time.monotonic()
     restarted = False
@@ -245,6 +271,14 @@ def run_chaos(tmp_path: Path, *, restart: bool) -> None:
     assert finished.exclude(status=RunStatus.DONE).count() == 0  # none lost, stuck or failed
     for run in finished:
         assert run.decoded_counters().value == {"steps": PASSES * STEPS, "passes": PASSES}
+    limited_done = Run.objects.filter(pk__in=limited)
+    assert limited_done.count() == len(limited)
+    assert limited_done.exclude(status=RunStatus.DONE).count() == 0
+    for run in limited_done:
+        assert run.decoded_counters().value == {
+            "steps": LIMITED_PASSES * LIMITED_STEPS,
+            "passes": LIMITED_PASSES,
+        }
 
     spans = intervals(tmp_path, fleet.kills)
     overlaps = []
@@ -252,11 +286,19 @@ def run_chaos(tmp_path: Path, *, restart: bool) -> None:
         passes.sort()
         overlaps += [(run_id, a, b) for a, b in itertools.pairwise(passes) if b[0] < a[1]]
     assert overlaps == []
+    # C2 across the fleet: a handler runs inside its slot (taken at BEGIN, freed by its
+    # outcome or its lease's expiry, never before its kill), so handlers of the
+    # limited job overlapping at one instant never outnumber its slots.
+    limited_spans = [span for run_id in limited for span in spans[run_id]]
+    assert len(limited_spans) >= len(limited) * LIMITED_PASSES
+    at_once = most_at_once(limited_spans)
+    assert at_once <= CONCURRENCY
 
     executions = defaultdict(list)
     for run_id, name, pid in Effect.objects.order_by("pk").values_list("run_id", "name", "pid"):
         executions[run_id, name].append(pid)
-    assert len(executions) == len(runs) * PASSES * STEPS  # every step ran
+    every_step = len(runs) * PASSES * STEPS + len(limited) * LIMITED_PASSES * LIMITED_STEPS
+    assert len(executions) == every_step  # every step ran
     duplicates = sum(len(pids) - 1 for pids in executions.values())
     # A repeat is only allowed after its first execution's worker was killed
     # (or, in the restart variant, cut off from the database).
@@ -271,7 +313,7 @@ def run_chaos(tmp_path: Path, *, restart: bool) -> None:
     print(
         f"\nchaos{' + server restart' if restart else ''} on {connection.vendor}: "
         f"runs={len(runs)} passes={passes_run} workers={WORKERS} kills={len(fleet.kills)} "
-        f"duplicates={duplicates} wall={wall:.0f}s"
+        f"duplicates={duplicates} limited={len(limited)} at-once={at_once} wall={wall:.0f}s"
     )
     assert len(fleet.kills) >= MIN_KILLS
     assert wall >= MIN_SECONDS
