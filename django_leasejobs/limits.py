@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from .codec import storable_text
 from .exceptions import InvalidKey
 from .policy import MAX_DELAY
 
@@ -105,14 +106,6 @@ class Limit:
                 value,
                 f"the key function must return a non-empty str of at most {KEY_LENGTH} characters",
             )
-        if "\x00" in value or not _encodes(value):
+        if "\x00" in value or storable_text(value) != value:
             raise InvalidKey(name, value, "holds a NUL or a lone surrogate")
         return value
-
-
-def _encodes(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True

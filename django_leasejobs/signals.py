@@ -21,6 +21,7 @@ __all__ = [
     "run_held",
     "schedule_missed",
     "send",
+    "send_now",
 ]
 
 logger = logging.getLogger("django_leasejobs")
@@ -52,10 +53,15 @@ def send(signal: Signal, sender: type, *, using: str, **kwargs: Any) -> None:
     A receiver that raises is logged, never allowed to stop a drive: the
     outcome it reports is already stored.
     """
-    transaction.on_commit(partial(_send_robust, signal, sender, kwargs), using=using)
+    transaction.on_commit(partial(send_now, signal, sender, **kwargs), using=using)
 
 
-def _send_robust(signal: Signal, sender: type, kwargs: dict[str, Any]) -> None:
+def send_now(signal: Any, sender: type, **kwargs: Any) -> None:
+    """Send *signal* at once; a receiver that raises is logged, never raised.
+
+    Also how Django's task signals are sent (:mod:`.tasks`): ``task_enqueued``
+    inside the caller's transaction, as Django's own backends send it.
+    """
     for receiver, response in signal.send_robust(sender=sender, **kwargs):
         if isinstance(response, Exception):
             logger.error(

@@ -32,7 +32,7 @@ def waiting_for(run: Run) -> SafeString | None:
 
 def limit_text(run: Run) -> str:
     """The run's job's limit as registered in this process, and the key the run counts under."""
-    spec = registry._jobs.get(run.job)
+    spec = registry.get(run.job) if run.job in registry else None
     if spec is None or spec.limit is None:
         return "—" if not run.limit_key else _("key %(key)s") % {"key": run.limit_key}
     limit = spec.limit

@@ -11,7 +11,6 @@ Django imports while it is still loading apps builds this backend then.
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -21,7 +20,7 @@ from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 
-from django_leasejobs import compat
+from django_leasejobs import compat, signals
 from django_leasejobs.ids import new_id
 from django_leasejobs.policy import MAX_DELAY
 from django_leasejobs.routing import queue_problem
@@ -30,8 +29,6 @@ from django_leasejobs.states import RunOrigin
 from .options import TASK_JOB, LeaseJobsTask, TaskOptions
 
 __all__ = ["LeaseJobsBackend"]
-
-logger = logging.getLogger("django_leasejobs")
 
 #: A run id: a ULID's 26 characters of Crockford base32 (:mod:`..ids`).
 RUN_ID = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")
@@ -105,15 +102,7 @@ class LeaseJobsBackend(compat.BaseTaskBackend):
         (run,) = insert(TASK_JOB, RunOrigin.TASK, [row], route, run_after=task.run_after)
         result = task_result(run, [], envelope=envelope, task=task, in_flight=False)
         # At once, inside the caller's transaction, as Django's own backends send it.
-        for receiver, response in compat.task_enqueued.send_robust(
-            sender=type(self), task_result=result
-        ):
-            if isinstance(response, Exception):
-                logger.error(
-                    "Task signal receiver %s raised %s",
-                    getattr(receiver, "__qualname__", receiver),
-                    type(response).__name__,
-                )
+        signals.send_now(compat.task_enqueued, type(self), task_result=result)
         return result
 
     # -- results -------------------------------------------------------------------------

@@ -280,12 +280,4 @@ def cancelled(run_id: str) -> None:
 def _send(signal: Any, task: Any, **kwargs: Any) -> None:
     """Send a task signal as its backend's class; a receiver that raises is logged."""
     backend = _backend(task.backend)
-    sender = type(backend) if backend is not None else LeaseJobsBackend
-    for receiver, response in signal.send_robust(sender=sender, **kwargs):
-        if isinstance(response, Exception):
-            logger.error(
-                "Task signal receiver %s raised %s",
-                getattr(receiver, "__qualname__", receiver),
-                type(response).__name__,
-                exc_info=(type(response), response, response.__traceback__),
-            )
+    signals.send_now(signal, type(backend) if backend is not None else LeaseJobsBackend, **kwargs)
