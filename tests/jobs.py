@@ -266,3 +266,15 @@ job(
     retry=Retry(max_attempts=100, base=timedelta(milliseconds=200), cap=timedelta(seconds=2)),
     limit=Limit(concurrency=2),
 )(chaos_walk.handler)
+
+
+# The worker-process tests of §14 count overlapping handlers. A pass whose
+# lease ran out no longer holds its slot (C2: "begun and unexpired"), so on a
+# loaded 2-core CI a worker stalled past a 2 s lease could show one more; a
+# long lease makes the count what C2 promises.
+job("tests.limited.workers", lease=timedelta(seconds=60), limit=Limit(concurrency=2))(_logged_sleep)
+job(
+    "tests.limited.workers.keyed",
+    lease=timedelta(seconds=60),
+    limit=Limit(concurrency=2, key=_account),
+)(_logged_sleep)

@@ -101,12 +101,15 @@ def assert_each_run_done_once(runs, logs):
 
 
 def test_c2_four_workers_never_run_more_than_two_passes_of_a_job_at_once():
-    """C2: ``tests.limited`` (concurrency=2) over 4 workers and 60 runs: at no instant
+    """C2: ``tests.limited.workers`` (concurrency=2) over 4 workers, 60 runs: at no instant
     are more than 2 of its handlers running, and every run is done exactly once."""
     runs = [
-        r.run for r in start_many("tests.limited", [(f"r{n}", {"sleep": 0.05}) for n in range(60)])
+        r.run
+        for r in start_many(
+            "tests.limited.workers", [(f"r{n}", {"sleep": 0.05}) for n in range(60)]
+        )
     ]
-    logs = drive_all("tests.limited", runs, 4)
+    logs = drive_all("tests.limited.workers", runs, 4)
     assert_each_run_done_once(runs, logs)
     # Never more than 2 -- and 2 was reached, so the limit was what held them back.
     assert most_at_once([(log.started_ns, log.ended_ns) for log in logs]) == 2
@@ -114,12 +117,12 @@ def test_c2_four_workers_never_run_more_than_two_passes_of_a_job_at_once():
 
 
 def test_c1_c2_each_account_has_its_own_two_slots_across_workers():
-    """C1 + C2: ``tests.limited.keyed`` (two per account) over 4 workers, 30 runs for each
+    """C1 + C2: ``tests.limited.workers.keyed`` (2 per account), 4 workers, 30 runs for each
     of two accounts: never more than 2 of one account's passes at once, so never more
     than 4 in all."""
     items = [(f"{a}{n}", {"account": a, "sleep": 0.05}) for a in "ab" for n in range(30)]
-    runs = [result.run for result in start_many("tests.limited.keyed", items)]
-    logs = drive_all("tests.limited.keyed", runs, 4)
+    runs = [result.run for result in start_many("tests.limited.workers.keyed", items)]
+    logs = drive_all("tests.limited.workers.keyed", runs, 4)
     assert_each_run_done_once(runs, logs)
     account = {run.pk: run.limit_key for run in Run.objects.filter(pk__in=[r.pk for r in runs])}
     spans = defaultdict(list)
