@@ -4,8 +4,10 @@ A site sets only what it changes::
 
     LEASEJOBS = {"LEASE": timedelta(minutes=2), "REDACT_ERRORS": True}
 
-Values are read at attribute access, never cached, so ``override_settings``
-works in tests. Validation lives in :mod:`django_leasejobs.checks`, which uses
+Each value is read on first use and kept: the hot paths read a few per
+start and per pass. ``override_settings`` (and pytest-django's ``settings``)
+send ``setting_changed``, which drops what was kept, so tests see their
+values. Validation lives in :mod:`django_leasejobs.checks`, which uses
 :data:`SPECS` below, so ``manage.py check`` names a bad key before anything runs.
 """
 
@@ -17,6 +19,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings as django_settings
+from django.core.signals import setting_changed
 
 from .policy import MAX_DELAY
 
@@ -125,6 +128,15 @@ SPECS: dict[str, Setting] = {
         "On PostgreSQL, announce every write that makes a run due sooner with NOTIFY, so "
         "idle --loop workers wake at once instead of at their next poll (W2).",
     ),
+    "PREPARE": Setting(
+        False,
+        _bool,
+        "True or False",
+        "On PostgreSQL with psycopg 3, send start()'s insert and a pass's compare-and-set "
+        "statements as prepared statements, planned once per connection (§13). Leave it off "
+        "behind a transaction-pooling PgBouncer older than 1.21 or without "
+        "max_prepared_statements: prepared statements do not survive a change of server.",
+    ),
     "LISTEN_DATABASE": Setting(
         None,
         lambda value: value is None or (isinstance(value, str) and bool(value)),
@@ -158,6 +170,7 @@ class _Conf:
     VALUE_MAX_BYTES: int
     ORPHAN_AFTER: timedelta
     NOTIFY: bool
+    PREPARE: bool
     LISTEN_DATABASE: str | None
     CLOCK: str
 
@@ -167,7 +180,21 @@ class _Conf:
         except KeyError:
             raise AttributeError(f"LEASEJOBS has no setting {name!r}") from None
         user = getattr(django_settings, "LEASEJOBS", None) or {}
-        return user.get(name, spec.default) if isinstance(user, dict) else spec.default
+        value = user.get(name, spec.default) if isinstance(user, dict) else spec.default
+        self.__dict__[name] = value  # the next read is a plain attribute
+        return value
+
+    def reload(self) -> None:
+        """Forget every value read, so the next read sees the settings as they are now."""
+        self.__dict__.clear()
 
 
 conf = _Conf()
+
+
+def _settings_changed(*, setting: str, **kwargs: Any) -> None:
+    if setting == "LEASEJOBS":
+        conf.reload()
+
+
+setting_changed.connect(_settings_changed)

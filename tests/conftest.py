@@ -3,6 +3,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from django.conf import settings
 from django.test import override_settings
 
 from django_leasejobs.clock import FrozenClock, get_clock
@@ -11,7 +12,10 @@ from django_leasejobs.clock import FrozenClock, get_clock
 @pytest.fixture
 def frozen_clock():
     """Swap in the documented clock seam (L1): time stands still until moved."""
-    with override_settings(LEASEJOBS={"CLOCK": "django_leasejobs.clock.FrozenClock"}):
+    # Merged into the settings in force, so a run of the suite with PREPARE on keeps it.
+    frozen = "django_leasejobs.clock.FrozenClock"
+    leasejobs = {**getattr(settings, "LEASEJOBS", {}), "CLOCK": frozen}
+    with override_settings(LEASEJOBS=leasejobs):
         clock = get_clock()
         assert isinstance(clock, FrozenClock)
         clock.set(datetime(2026, 3, 1, 12, 0, tzinfo=UTC))

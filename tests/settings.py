@@ -115,3 +115,7 @@ if _listen == "elsewhere":
     LEASEJOBS = {"LISTEN_DATABASE": "elsewhere"}
 elif _listen == "off":
     LEASEJOBS = {"NOTIFY": False}
+
+# The whole suite once more with a start's and a pass's statements prepared (§13).
+if os.environ.get("LEASEJOBS_TEST_PREPARE"):
+    LEASEJOBS = {**globals().get("LEASEJOBS", {}), "PREPARE": True}

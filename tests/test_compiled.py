@@ -170,9 +170,7 @@ def test_s13_a_compiled_insert_sends_what_bulk_create_sends(deferred, frozen_clo
         assert captured.captured_queries[0]["sql"] == by_orm
         assert len(captured.captured_queries) == 2
         return
-    inserted = _sent(
-        lambda: _INSERT.run("default", values, len(rows), notify=False, deferred=deferred)
-    )
+    inserted = _sent(lambda: _INSERT.run("default", values, rows, notify=False, deferred=deferred))
     assert inserted.split(" RETURNING ")[0] == by_orm
 
 

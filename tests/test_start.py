@@ -165,3 +165,30 @@ def test_s2_every_run_says_how_it_began(define, frozen_clock):
         ]
     }
     assert origins == {name: name for name in origins}
+
+
+@pytest.mark.parametrize("deferred", [False, True], ids=["due now", "run_after"])
+@pytest.mark.parametrize("batch", [False, True], ids=["start", "start_many"])
+def test_r1_a_new_run_is_returned_as_stored_column_for_column(deferred, batch):
+    """The insert reads back only the id and the start time; the rest must still be the row's."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from django_leasejobs import start_many
+
+    run_after = timezone.now() + timedelta(hours=2) if deferred else None
+    if batch:
+        results = start_many("tests.walk", [("b1", {"n": 1}), ("b2", [2])], run_after=run_after)
+    else:
+        results = [start("tests.walk", {"n": 1}, instance="b1", run_after=run_after)]
+    assert results
+    for result in results:
+        returned = result.run
+        stored = Run.objects.get(pk=returned.pk)
+        for field in Run._meta.concrete_fields:
+            name = field.attname
+            assert getattr(returned, name) == getattr(stored, name), name
+        assert returned._state.adding is False
+        assert returned._state.db == stored._state.db
+        assert returned.next_attempt_at == (run_after or stored.started_at)

@@ -10,6 +10,7 @@ from django.db.models import sql as orm
 
 from django_leasejobs.clock import DatabaseClock, get_clock
 
+from . import prepared
 from .compiled import (
     Slots,
     Statement,
@@ -87,7 +88,10 @@ class Carried:
         if not isinstance(clock, DatabaseClock):
             values = {**values, "now": clock.now(using)}
         connection = connections[using]
-        with connection.cursor() as cursor, transaction.mark_for_rollback_on_error(using=using):
+        with (
+            prepared.cursor(connection) as cursor,
+            transaction.mark_for_rollback_on_error(using=using),
+        ):
             cursor.execute(compiled.sql, compiled.bind(values, connection))
             (renewed,) = cursor.fetchone()
         return bool(renewed)

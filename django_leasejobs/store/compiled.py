@@ -35,6 +35,8 @@ from django_leasejobs.clock import DatabaseClock, get_clock
 from django_leasejobs.models import Run
 from django_leasejobs.querysets import RunQuerySet
 
+from . import prepared
+
 __all__ = [
     "AS_IS",
     "KEY",
@@ -210,7 +212,7 @@ class Statement:
         if not isinstance(clock, DatabaseClock):
             values = {**values, "now": clock.now(using)}
         connection = connections[using]
-        cursor = connection.cursor()
+        cursor = prepared.cursor(connection)
         try:
             # As QuerySet.update(): a failed statement in a transaction marks it for rollback.
             with transaction.mark_for_rollback_on_error(using=using):

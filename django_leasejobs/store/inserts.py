@@ -9,6 +9,7 @@ the live run instead.
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -20,6 +21,7 @@ from django.db.models.constants import OnConflict
 from django_leasejobs.clock import DatabaseClock, get_clock
 from django_leasejobs.models import Run
 
+from . import prepared
 from .compiled import (
     _COLUMNS,
     AS_IS,
@@ -90,7 +92,7 @@ class Insert:
             objects = self.objects(rows, slots, deferred=deferred)
             query.insert_values(Run._meta.concrete_fields, objects)
             ((sql, params),) = query.get_compiler(using).as_sql()
-            columns, converters = _returning(using)
+            columns, converters = _returning(using, RETURNED)
             sql = f"{sql} RETURNING {columns}"
             if notify:
                 # Delivered when the transaction commits, and only if a run went in (W2).
@@ -100,23 +102,14 @@ class Insert:
         return found
 
     def run(
-        self, using: str, values: dict[str, Any], rows: int, *, notify: bool, deferred: bool
+        self, using: str, values: dict[str, Any], rows: list[Any], *, notify: bool, deferred: bool
     ) -> list[Run]:
-        """Insert *rows* runs; return those that went in (a taken key is left out)."""
-        compiled = self.compiled(using, rows, notify=notify, deferred=deferred)
-        clock = get_clock()
-        if not isinstance(clock, DatabaseClock):
-            values = {**values, "now": clock.now(using)}
-        connection = connections[using]
-        with connection.cursor() as cursor:
-            with transaction.mark_for_rollback_on_error(using=using):
-                cursor.execute(compiled.sql, compiled.bind(values, connection))
-            found = cursor.fetchall()
-        width = len(_COLUMNS)
-        return [
-            Run.from_db(using, _COLUMNS, _convert(row[:width], compiled.converters, using))
-            for row in found
-        ]
+        """Insert *rows* (each with the :attr:`PER_ROW` attributes); return those that went in."""
+        compiled = self.compiled(using, len(rows), notify=notify, deferred=deferred)
+        bound = dict(values)
+        for number, row in enumerate(rows):
+            bound |= {f"{name}_{number}": getattr(row, name) for name in self.PER_ROW}
+        return _went_in(using, compiled, bound, values, rows)
 
 
 class Unnest:
@@ -202,7 +195,7 @@ class Unnest:
                 "",
             )
             params.append(_Bound("rows", AS_IS, False))
-        returned, converters = _returning(using, ("id", "started_at"))
+        returned, converters = _returning(using, RETURNED)
         sql = (
             f"{verb} INTO {qn(Run._meta.db_table)} ({', '.join(columns)}) "
             f"SELECT {', '.join(select)} FROM {source} {conflict}RETURNING {returned}"
@@ -224,35 +217,72 @@ class Unnest:
             bound |= {name: [getattr(row, name) for row in rows] for name in self.PER_ROW}
         else:
             bound["rows"] = json.dumps([[getattr(row, n) for n in self.PER_ROW] for row in rows])
-        clock = get_clock()
-        if not isinstance(clock, DatabaseClock):
-            bound["now"] = clock.now(using)
-        with connection.cursor() as cursor:
-            with transaction.mark_for_rollback_on_error(using=using):
-                cursor.execute(compiled.sql, compiled.bind(bound, connection))
-            found = cursor.fetchall()
-        went_in = {}
-        for row in found:
-            run_id, started = _convert(row[:2], compiled.converters, using)
-            went_in[run_id] = started
-        runs = []
-        for row in rows:
-            started = went_in.get(row.id)
-            if started is not None:
-                run = Run(
-                    id=row.id,
-                    job=values["job"],
-                    instance=row.instance,
-                    origin=values["origin"],
-                    payload=row.payload,
-                    queue=values["queue"],
-                    priority=values["priority"],
-                    started_at=started,
-                    updated_at=started,
-                    next_attempt_at=values["run_after"] or started,
-                    live_key=row.live_key,
-                    limit_key=row.limit_key,
-                )
-                run._state.adding, run._state.db = False, using
-                runs.append(run)
-        return runs
+        return _went_in(using, compiled, bound, values, rows)
+
+
+#: What an insert reads back: the rest of each new run is known before it is sent.
+RETURNED = ("id", "started_at")
+#: Each run column's position in a row as ``Run.from_db()`` takes it.
+_POSITION = {name: number for number, name in enumerate(_COLUMNS)}
+
+
+def _went_in(
+    using: str, compiled: _Compiled, bound: dict[str, Any], values: dict[str, Any], rows: list[Any]
+) -> list[Run]:
+    """Send *compiled*; return the runs of *rows* that went in, as a read of them would.
+
+    Only the id and the database's start time come back (less to send, to
+    convert and for the server to return); every other column is the row's
+    own, the call's or the model's default -- what the INSERT wrote.
+    """
+    clock = get_clock()
+    if not isinstance(clock, DatabaseClock):
+        bound["now"] = clock.now(using)
+    connection = connections[using]
+    with prepared.cursor(connection) as cursor:
+        with transaction.mark_for_rollback_on_error(using=using):
+            cursor.execute(compiled.sql, compiled.bind(bound, connection))
+        found = cursor.fetchall()
+    if not found:
+        return []
+    went_in = {}
+    for row in found:
+        run_id, started = _convert(row[:2], compiled.converters, using)
+        went_in[run_id] = started
+    template = _template(values)
+    due, started_at, updated_at = (_POSITION[name] for name in _TIMES)
+    built = []
+    for row in rows:
+        started = went_in.get(row.id)
+        if started is not None:
+            columns = template.copy()
+            for name, number in _PER_ROW_POSITIONS:
+                columns[number] = getattr(row, name)
+            columns[started_at] = columns[updated_at] = started
+            if columns[due] is None:
+                columns[due] = started
+            built.append(Run.from_db(using, _COLUMNS, columns))
+    return built
+
+
+_FIELDS = Run._meta.concrete_fields
+_TIMES = ("next_attempt_at", "started_at", "updated_at")
+_PER_ROW_POSITIONS = tuple((name, _POSITION[name]) for name in Insert.PER_ROW)
+
+
+def _template(values: dict[str, Any]) -> list[Any]:
+    """A new run's columns before its own: the model's defaults, then the call's values."""
+    columns = _defaults().copy()
+    for name in PER_CALL:
+        columns[_POSITION[name]] = values[name]
+    columns[_POSITION["next_attempt_at"]] = values["run_after"]
+    return columns
+
+
+@functools.cache
+def _defaults() -> list[Any]:
+    """The model's default for each column: constants (str, int, bool, ``None``), read once.
+
+    The primary key's is a callable, and every row brings its own id anyway.
+    """
+    return [None if field.primary_key else field.get_default() for field in _FIELDS]

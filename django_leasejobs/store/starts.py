@@ -251,9 +251,7 @@ def insert(
     notify = notifies(using) and (run_after is None or run_after <= timezone.now())
     if len(rows) > 1 and _UNNEST.works(using):
         return _UNNEST.run(using, values, rows, notify=notify, deferred=deferred)
-    for number, row in enumerate(rows):
-        values |= {f"{name}_{number}": value for name, value in row._asdict().items()}
-    return _INSERT.run(using, values, len(rows), notify=notify, deferred=deferred)
+    return _INSERT.run(using, values, rows, notify=notify, deferred=deferred)
 
 
 def _insert_and_read(
