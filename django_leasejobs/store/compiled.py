@@ -47,7 +47,8 @@ __all__ = [
     "returns_rows",
 ]
 
-#: The type of a slot whose value is written as it is (a str, an int, ``None``).
+#: The type of a slot whose value is written as it is (a str, an int, ``None``):
+#: a plain ``Field`` prepares such a value by returning it, so binding skips the call.
 AS_IS: Field[Any, Any] = Field()
 #: The type of a slot holding a str that is compared (``pk=``, ``lease_owner=``).
 KEY: Field[Any, Any] = Field()
@@ -131,7 +132,11 @@ class _Compiled(NamedTuple):
 
     def bind(self, values: dict[str, Any], connection: BaseDatabaseWrapper) -> list[Any]:
         return [
-            param.adapt(values[param.name], connection)
+            (
+                values[param.name]
+                if param.field is AS_IS
+                else param.adapt(values[param.name], connection)
+            )
             if isinstance(param, _Bound)
             else values[param.name]
             if isinstance(param, _Key)
@@ -244,6 +249,8 @@ def _returning(using: str, only: tuple[str, ...] | None = None) -> tuple[str, tu
 
 def _convert(row: tuple[Any, ...], converters: tuple[Any, ...], using: str) -> list[Any]:
     values = list(row)
+    if not converters:
+        return values  # PostgreSQL's driver hands back Python values already
     connection = connections[using]
     for position, (functions, expression) in converters:
         for converter in functions:

@@ -95,8 +95,11 @@ class Insert:
             columns, converters = _returning(using, RETURNED)
             sql = f"{sql} RETURNING {columns}"
             if notify:
-                # Delivered when the transaction commits, and only if a run went in (W2).
-                sql = f"WITH new_run AS ({sql}) SELECT *, pg_notify(%s, '') FROM new_run"
+                # Called for each row that went in (a taken key returns none), and
+                # delivered when the transaction commits (W2). In the RETURNING
+                # list rather than around it: a CTE costs the server more to plan
+                # than the NOTIFY itself.
+                sql = f"{sql}, pg_notify(%s, '')"
                 params = (*params, _Bound("channel", AS_IS, False))
             found = self._cache[key] = _Compiled(sql, tuple(params), converters)
         return found
