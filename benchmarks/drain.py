@@ -142,6 +142,8 @@ def machine_info(server_versions: dict[str, str]) -> list[str]:
         f"- django_leasejobs: {commit or 'unknown'}" + (" + uncommitted changes" if dirty else ""),
     ]
     lines += [f"- {name}: {server}" for name, server in server_versions.items()]
+    if os.environ.get("LEASEJOBS_BENCH_PREPARE"):
+        lines.append('- LEASEJOBS["PREPARE"] = True')
     return lines
 
 
@@ -155,6 +157,8 @@ def rate(result: dict[str, Any] | None, units: int) -> str:
 
 def main(args: argparse.Namespace) -> int:
     began = time.monotonic()
+    if args.prepare:
+        os.environ["LEASEJOBS_BENCH_PREPARE"] = "1"  # every child reads it (benchmarks/settings.py)
     steps_runs = max(1, args.runs // 10)
     server_versions: dict[str, str] = {}
     rows: list[str] = []
@@ -416,6 +420,9 @@ def parse_args() -> argparse.Namespace:
         choices=["sqlite", "postgres", "mariadb"],
         default=["sqlite", "postgres"],
         help="default: sqlite postgres",
+    )
+    parser.add_argument(
+        "--prepare", action="store_true", help='LEASEJOBS["PREPARE"] = True in every process'
     )
     # Internal: how the parent runs one child (see the module docstring).
     parser.add_argument("--child", choices=["setup", *JOBS], help=argparse.SUPPRESS)

@@ -36,3 +36,6 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     }
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.mysql":
     DATABASES["default"].setdefault("OPTIONS", {})["charset"] = "utf8mb4"
+
+# benchmarks/drain.py --prepare and benchmarks/starts.py --prepare (see docs/reference/settings.md).
+LEASEJOBS = {"PREPARE": env.bool("LEASEJOBS_BENCH_PREPARE", default=False)}
