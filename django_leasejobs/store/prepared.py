@@ -63,7 +63,7 @@ def _preparing_cursor_class() -> type:
     global _Preparing  # noqa: PLW0603 - built on first use: it needs psycopg, imported lazily
     if _Preparing is None:
         from django.db.backends.postgresql.base import ServerBindingCursor
-        from psycopg import ClientCursor
+        from django.db.backends.postgresql.psycopg_any import ClientCursor
 
         base: Any = ServerBindingCursor
 
