@@ -3,6 +3,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.test import override_settings
 
 from django_leasejobs.conf import SPECS, conf
 
@@ -27,12 +28,25 @@ def test_every_default_is_valid():
         assert spec.valid(spec.default), name
 
 
-def test_values_are_read_at_access(settings):
+def test_values_are_kept_until_the_settings_change(settings):
+    """Read once, then kept: a change through override_settings drops what was kept."""
     settings.LEASEJOBS = {"DRIVE_LIMIT": 7}
     assert conf.DRIVE_LIMIT == 7
     assert conf.SCAN_MAX == 500
+    assert "DRIVE_LIMIT" in vars(conf)  # kept: the next read is a plain attribute
     settings.LEASEJOBS = {"DRIVE_LIMIT": 9}
+    assert "DRIVE_LIMIT" not in vars(conf)
     assert conf.DRIVE_LIMIT == 9
+    with override_settings(LEASEJOBS={"DRIVE_LIMIT": 11}):
+        assert conf.DRIVE_LIMIT == 11
+    assert conf.DRIVE_LIMIT == 9
+
+
+def test_another_settings_change_keeps_what_was_read(settings):
+    settings.LEASEJOBS = {"DRIVE_LIMIT": 7}
+    assert conf.DRIVE_LIMIT == 7
+    settings.TIME_ZONE = "Europe/Paris"
+    assert "DRIVE_LIMIT" in vars(conf)
 
 
 def test_unknown_name_is_an_attribute_error():
