@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from datetime import timedelta
 
 import pytest
@@ -670,9 +671,16 @@ def test_c5_a_changed_limit_takes_effect_at_the_next_drive(frozen_clock, define,
 # -- §14 + S7: retention prunes idle limit state ---
 
 
-def test_c_retention_prunes_idle_slots_and_rate_states_and_keeps_held_ones(frozen_clock, drive):
+def test_c_retention_prunes_idle_slots_and_rate_states_and_keeps_held_ones(
+    frozen_clock, drive, monkeypatch
+):
     """S7 + §14: free slots and rate states already passed mean what a missing row means,
     so retention deletes them; a held slot and a rate state still ahead are kept."""
+    from django_leasejobs import driver
+
+    # This process's hourly prune has just run: the drive below must not prune again
+    # (as it would, run first in a fresh process), or the slots it creates would go.
+    monkeypatch.setattr(driver, "_last_prune", time.monotonic())
     now = frozen_clock.now()
     (held,) = hold_slots(LIMITED, 1, until=now + timedelta(hours=1))
     hold_slots(KEYED, 1, until=now - SECOND, key="gone")  # its lease ran out
@@ -747,3 +755,90 @@ def test_c5_throttled_drives_over_300_s_warn_once_per_key(
     saturated = [r for r in caplog.records if "Limit saturated" in r.getMessage()]
     assert len(saturated) == 1
     assert "job=tests.limited key=- limit=concurrency" in saturated[0].getMessage()
+
+
+def _waiting_on_a_lock() -> bool:
+    """Whether another session waits on a row lock (PostgreSQL), or runs a prune's locking
+    read or delete of the slots (MariaDB), which only a lock holds up for long."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE wait_event_type = 'Lock' AND datname = current_database()"
+            )
+        else:  # MariaDB lists a session waiting on a row lock as running its statement
+            cursor.execute(
+                "SELECT count(*) FROM information_schema.processlist "
+                "WHERE (info LIKE %s OR info LIKE %s) AND id <> connection_id()",
+                ["SELECT%leasejobs_slot%FOR UPDATE%", "DELETE%leasejobs_slot%"],
+            )
+        (waiting,) = cursor.fetchone()
+    return waiting > 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_c2_retention_keeps_a_slot_taken_while_it_prunes():
+    """C2 + S7: a prune that reaches a slot while a pass is taking it keeps the slot.
+
+    The taker's transaction takes the slot and begins its pass; the prune, in
+    another session, waits on that slot's row lock, and goes on once the taker
+    commits. It must then see the pass begun and keep the slot: deleting it
+    would give the key a fresh slot, and a third pass beside two (seen in CI
+    as three overlapping handlers under concurrency 2).
+    """
+    import threading
+
+    from django.db import connections, transaction
+
+    from django_leasejobs.store.claims import BEGIN_LIMITED, claim
+
+    if not connection.features.has_select_for_update:
+        # SQLite: one writer at a time, so no prune can run inside a taker's
+        # transaction; a slot held when it runs is kept (the test above).
+        assert connection.vendor == "sqlite"
+        return
+    run = start(LIMITED, QUICK, instance="taker").run
+    owner = new_owner()
+    assert claim(run.pk, owner, timedelta(minutes=5), "host:1:2:x", takeover=False)
+    for number in range(2):
+        Slot.objects.create(job=LIMITED, key="", number=number)
+    free = store_limits._free_slots(LIMITED, "", 2)
+    taken, release, pruned = threading.Event(), threading.Event(), []
+
+    def taker():
+        try:
+            with transaction.atomic():
+                assert store_limits._take(free[:1], run.pk, owner)
+                assert BEGIN_LIMITED.run("default", run_id=run.pk, owner=owner, margin=SECOND)
+                taken.set()
+                assert release.wait(30)
+        finally:
+            connections.close_all()
+
+    def pruner():
+        try:
+            pruned.append(store_limits.prune_idle())
+        finally:
+            connections.close_all()
+
+    taking = threading.Thread(target=taker)
+    taking.start()
+    assert taken.wait(30)
+    pruning = threading.Thread(target=pruner)
+    pruning.start()
+    try:
+        for _ in range(300):  # until the prune waits on the slot the taker holds
+            if _waiting_on_a_lock():
+                break
+            time.sleep(0.01)
+        else:
+            pytest.fail("the prune never waited on the slot being taken")
+    finally:
+        release.set()
+        taking.join(30)
+        pruning.join(30)
+    assert pruned  # it ran to the end
+    (slot_pk, _seen) = free[0]
+    assert Slot.objects.filter(pk=slot_pk, run_id=run.pk, owner=owner).exists()
+    assert store_limits.slots_in_use(LIMITED) == {"": 1}
+    assert Slot.objects.filter(job=LIMITED).count() == 1  # the other, free slot went

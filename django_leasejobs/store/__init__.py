@@ -4,7 +4,8 @@ Every transition is a single ``QuerySet.update()`` (or one short transaction
 of them) whose ``WHERE`` clause is the compare and whose row count is the
 answer: 1 = this caller won, 0 = someone else did. No read-then-write, no
 ``select_for_update``, so the protocol holds on SQLite as on PostgreSQL and
-MariaDB. Every time in a guard is the database's (:mod:`..clock`, L1), and
+MariaDB. (Retention's prune of idle flow-control slots is the one exception:
+see :func:`.limits.prune_idle`.) Every time in a guard is the database's (:mod:`..clock`, L1), and
 every write a pass makes after it began is fenced by
 ``RunQuerySet.held_by(owner)`` (L6).
 

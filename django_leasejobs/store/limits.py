@@ -23,7 +23,7 @@ import random
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
-from django.db import transaction
+from django.db import connections, transaction
 from django.db.models import Exists, OuterRef
 
 from django_leasejobs.clock import plus
@@ -54,6 +54,8 @@ THROTTLE_WAIT_MIN = timedelta(milliseconds=50)
 #: How many free slots a begin tries before it counts the job as full: one
 #: lost to another worker is normal, three in a row mean the slots are going fast.
 TRIES = 3
+#: The most free slots one transaction of :func:`prune_idle` locks and deletes.
+PRUNE_BATCH = 500
 #: A new rate state's first begin is allowed at once.
 _LONG_AGO = datetime(2000, 1, 1, tzinfo=UTC)
 
@@ -220,11 +222,35 @@ def prune_idle() -> int:
 
     Both are what a missing row means -- a free slot, a begin allowed now --
     so deleting them changes no decision; a key limited again gets them back.
+
+    A slot is deleted in two statements, never one. A single ``DELETE ...
+    WHERE NOT EXISTS (its holder holds it)`` that waits on a slot being
+    taken re-checks, once the taker commits, the slot's new holder against
+    the runs as they were when the ``DELETE`` began -- before that pass's
+    BEGIN -- and deletes a held slot; the key then gets a fresh one, and one
+    pass more than its concurrency runs (C2). So the free slots are locked
+    first, and only those still free by a second, later read are deleted:
+    a slot can change hands only under its row lock, which this transaction
+    holds by then.
     """
     using = alias()
-    slots = Slot.objects.using(using).filter(~Exists(_holding()))._raw_delete(using)
+    idle = Slot.objects.using(using).filter(~Exists(_holding()))
+    if connections[using].features.has_select_for_update:
+        deleted, after = 0, 0
+        while True:  # in batches along the primary key, each its own short transaction
+            with transaction.atomic(using=using):
+                locked = idle.filter(pk__gt=after).order_by("pk").select_for_update()
+                batch = list(locked.values_list("pk", flat=True)[:PRUNE_BATCH])
+                if batch:
+                    deleted += idle.filter(pk__in=batch)._raw_delete(using)
+            if len(batch) < PRUNE_BATCH:
+                break
+            after = batch[-1]
+    else:
+        # SQLite: one writer at a time, so the one statement sees what it deletes.
+        deleted = idle._raw_delete(using)
     rates = RateState.objects.using(using).filter(tat__lt=now())._raw_delete(using)
-    return int(slots) + int(rates)
+    return int(deleted) + int(rates)
 
 
 def slots_in_use(job: str) -> dict[str, int]:
