@@ -38,7 +38,7 @@ class DbNow(Func):
     Django's ``Now()`` is ``CURRENT_TIMESTAMP(6)`` on MySQL, which is in the
     *session* time zone; Django stores UTC there, so this reads
     ``UTC_TIMESTAMP(6)`` instead. PostgreSQL uses ``STATEMENT_TIMESTAMP()``
-    (not the transaction's start), SQLite millisecond UTC text.
+    (not the transaction's start), SQLite millisecond UTC text (six digits).
     """
 
     template = "CURRENT_TIMESTAMP"
@@ -57,7 +57,10 @@ class DbNow(Func):
     def as_sqlite(
         self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, **extra: Any
     ) -> tuple[str, Any]:
-        template = "STRFTIME('%%%%Y-%%%%m-%%%%d %%%%H:%%%%M:%%%%f', 'NOW')"
+        # Milliseconds, written with six digits as Django writes every other time
+        # on SQLite (str() of a datetime): the text compares as the time does, so
+        # a run made due at "now + 0" is due to a read in the same millisecond.
+        template = "STRFTIME('%%%%Y-%%%%m-%%%%d %%%%H:%%%%M:%%%%f', 'NOW') || '000'"
         return self.as_sql(compiler, connection, template=template, **extra)
 
 

@@ -51,3 +51,21 @@ def test_frozen_clock_refuses_naive_times():
     with pytest.raises(ValueError, match="aware"):
         FrozenClock().set(datetime(2026, 1, 1))
     assert FrozenClock(datetime(2026, 1, 1, tzinfo=UTC)).now().year == 2026
+
+
+def test_l1_now_plus_nothing_compares_as_now_in_the_same_statement():
+    """L1: a run made due at "now + 0" (a retry with no back-off) is due to a read at once.
+
+    SQLite keeps times as text: "now" must be written in the format Django
+    writes every other time (six digits of fraction), or ``now + 0`` -- which
+    Django's date arithmetic writes that way -- sorts after ``now`` for the
+    rest of the millisecond, and the run is not due yet.
+    """
+    from django.db.models import F
+
+    from django_leasejobs.clock import DbNow
+
+    RunFactory()
+    both = Run.objects.annotate(due=plus(DbNow(), timedelta(0)), now=DbNow())
+    assert both.filter(due__lte=F("now")).exists()
+    assert both.filter(due__gte=F("now")).exists()
