@@ -212,6 +212,9 @@ def deployment(expression: str, seconds: float) -> int:
     failures = 0
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        failures += bool(run_due_jobs(jobs=["t.rolling"]).errors)
+        errors = run_due_jobs(jobs=["t.rolling"]).errors
+        if errors:  # said on stderr, so that a failing test shows what went wrong
+            print(f"drive errors: {errors}", file=sys.stderr, flush=True)
+        failures += bool(errors)
         time.sleep(0.1)
     return failures

@@ -27,7 +27,7 @@ def test_s1_two_deployments_that_disagree_lose_no_due_time_of_either():
     outputs = [process.communicate(timeout=SECONDS + 120) for process in processes]
     for process, (out, err) in zip(processes, outputs, strict=True):
         assert process.returncode == 0, err
-        assert out.strip() == "0"  # no drive reported an error
+        assert out.strip() == "0", err  # no drive reported an error (stderr says which)
     schedule = Schedule.objects.get(job="t.rolling")
     assert schedule.enabled  # neither deployment disabled the other's row
     fired = Run.objects.filter(job="t.rolling").count()
