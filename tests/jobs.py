@@ -269,9 +269,9 @@ job(
 
 
 # The worker-process tests of §14 count overlapping handlers. A pass whose
-# lease ran out no longer holds its slot (C2: "begun and unexpired"), so on a
-# loaded 2-core CI a worker stalled past a 2 s lease could show one more; a
-# long lease makes the count what C2 promises.
+# lease ran out no longer holds its slot (C2: "begun and unexpired"), so a
+# worker stalled past a 2 s lease would be one more that C2 allows; a long
+# lease makes the count exactly what C2 promises.
 job("tests.limited.workers", lease=timedelta(seconds=60), limit=Limit(concurrency=2))(_logged_sleep)
 job(
     "tests.limited.workers.keyed",

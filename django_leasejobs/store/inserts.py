@@ -253,7 +253,7 @@ def _went_in(
         run_id, started = _convert(row[:2], compiled.converters, using)
         went_in[run_id] = started
     template = _template(values)
-    due, started_at, updated_at = (_POSITION[name] for name in _TIMES)
+    due, started_at, updated_at = _TIME_POSITIONS
     built = []
     for row in rows:
         started = went_in.get(row.id)
@@ -269,7 +269,7 @@ def _went_in(
 
 
 _FIELDS = Run._meta.concrete_fields
-_TIMES = ("next_attempt_at", "started_at", "updated_at")
+_TIME_POSITIONS = tuple(_POSITION[name] for name in ("next_attempt_at", "started_at", "updated_at"))
 _PER_ROW_POSITIONS = tuple((name, _POSITION[name]) for name in Insert.PER_ROW)
 
 

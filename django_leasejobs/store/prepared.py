@@ -16,6 +16,7 @@ psycopg 2 ignore the setting.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -59,44 +60,40 @@ def cursor(connection: BaseDatabaseWrapper) -> CursorWrapper:
     return connection.make_cursor(found)
 
 
+@functools.cache
 def _preparing_cursor_class() -> type:
-    global _Preparing  # noqa: PLW0603 - built on first use: it needs psycopg, imported lazily
-    if _Preparing is None:
-        from django.db.backends.postgresql.base import ServerBindingCursor
-        from django.db.backends.postgresql.psycopg_any import ClientCursor
+    """Built on first use: it needs psycopg, which only a PostgreSQL site has."""
+    from django.db.backends.postgresql.base import ServerBindingCursor
+    from django.db.backends.postgresql.psycopg_any import ClientCursor
 
-        base: Any = ServerBindingCursor
+    base: Any = ServerBindingCursor
 
-        class Preparing(base):  # type: ignore[misc]
-            """Django's server-binding cursor, asking psycopg to prepare what it runs."""
+    class Preparing(base):  # type: ignore[misc]
+        """Django's server-binding cursor, asking psycopg to prepare what it runs."""
 
-            #: Whether Django logs what this cursor runs (``queries_logged``).
-            logged = False
+        #: Whether Django logs what this cursor runs (``queries_logged``).
+        logged = False
 
-            def execute(self, query: Any, params: Any = None, **options: Any) -> Any:
-                # With Django's threshold (None) psycopg would refuse to prepare,
-                # and would keep no record of what it prepared; restored after,
-                # so it never counts the site's queries (nor holds their text).
-                raw = self.connection
-                threshold = raw.prepare_threshold
-                if threshold is None:
-                    raw.prepare_threshold = _NEVER
-                try:
-                    done = super().execute(query, params, **{**options, "prepare": True})
-                finally:
-                    raw.prepare_threshold = threshold
-                if self.logged:
-                    # psycopg keeps no text of a prepared query, and Django's query
-                    # log (DEBUG, CaptureQueriesContext) reads it from here: the
-                    # text Django's own cursor would have sent, values in place.
-                    self._query = _Sent(ClientCursor(raw).mogrify(query, params).encode())
-                return done
+        def execute(self, query: Any, params: Any = None, **options: Any) -> Any:
+            # With Django's threshold (None) psycopg would refuse to prepare,
+            # and would keep no record of what it prepared; restored after,
+            # so it never counts the site's queries (nor holds their text).
+            raw = self.connection
+            threshold = raw.prepare_threshold
+            if threshold is None:
+                raw.prepare_threshold = _NEVER
+            try:
+                done = super().execute(query, params, **{**options, "prepare": True})
+            finally:
+                raw.prepare_threshold = threshold
+            if self.logged:
+                # psycopg keeps no text of a prepared query, and Django's query
+                # log (DEBUG, CaptureQueriesContext) reads it from here: the
+                # text Django's own cursor would have sent, values in place.
+                self._query = _Sent(ClientCursor(raw).mogrify(query, params).encode())
+            return done
 
-        _Preparing = Preparing
-    return _Preparing
-
-
-_Preparing: type | None = None
+    return Preparing
 
 
 class _Sent(NamedTuple):
