@@ -2,6 +2,7 @@
 
     python benchmarks/drain.py [--runs 5000] [--workers 1 2] [--steps 10]
                                [--databases sqlite postgres [mariadb]]
+                               [--concurrency 1 [4 ...]] [--io MS] [--cases noop steps]
 
 For each database and worker count it measures two cases (see README.md):
 
@@ -10,6 +11,12 @@ For each database and worker count it measures two cases (see README.md):
   the workers' completed passes sum to the number of runs).
 * steps: ``--runs / 10`` runs of ``bench.steps`` with ``--steps`` steps each;
   reports steps/s and verifies every run done.
+
+``--concurrency N`` runs each worker process at ``run_due_jobs(concurrency=N)``
+(W5: N passes at once on a pool of threads, kept across the worker's drives,
+as ``rundueJobs --loop --concurrency N`` keeps it); several values measure
+each in turn. ``--io MS`` makes the no-op handler block MS milliseconds after
+it counts, as a call to a slow upstream would (the I/O-bound case of SPEC §13).
 
 Process layout. Django settings are read once per process, so this script
 re-executes itself as a child per (database, case, workers) with
@@ -159,6 +166,8 @@ def main(args: argparse.Namespace) -> int:
     began = time.monotonic()
     if args.prepare:
         os.environ["LEASEJOBS_BENCH_PREPARE"] = "1"  # every child reads it (benchmarks/settings.py)
+    if args.io:
+        os.environ["LEASEJOBS_BENCH_SLEEP_MS"] = str(args.io)  # benchmarks/jobs.py reads it
     steps_runs = max(1, args.runs // 10)
     server_versions: dict[str, str] = {}
     rows: list[str] = []
@@ -170,33 +179,8 @@ def main(args: argparse.Namespace) -> int:
             url = fresh_database(database, tmp)
             server_versions[database] = run_child(url, "setup", tmp)["server"]
             for workers in args.workers:
-                results: dict[str, dict[str, Any]] = {}
-                for case, runs in (("noop", args.runs), ("steps", steps_runs)):
-                    result = run_child(url, case, tmp, runs=runs, workers=workers, steps=args.steps)
-                    results[case] = result
-                    units = runs * (args.steps if case == "steps" else 1)
-                    unit = "steps" if case == "steps" else "passes"
-                    per_worker = " + ".join(str(n) for n in result["completed"])
-                    line = (
-                        f"{database} workers={workers} {case}: {runs} runs in "
-                        f"{result['drain_s']:.3f} s = {units / result['drain_s']:,.0f} {unit}/s "
-                        f"(completed per worker: {per_worker})"
-                    )
-                    print(line, flush=True)
-                    details.append(
-                        f"| {database} | {case} | {workers} | {runs} | {result['drain_s']:.3f} "
-                        f"| {units / result['drain_s']:,.0f} {unit}/s | {per_worker} |"
-                    )
-                    for note in result["notes"][:5]:
-                        print(f"  note: {note}")
-                    for failure in result["failures"]:
-                        print(f"FAIL: {database} workers={workers} {case}: {failure}", flush=True)
-                        failed = True
-                rows.append(
-                    f"| {database} | {workers} | {args.runs} "
-                    f"| {rate(results.get('noop'), args.runs)} "
-                    f"| {rate(results.get('steps'), steps_runs * args.steps)} |"
-                )
+                for concurrency in args.concurrency:
+                    failed |= measure(args, url, tmp, database, workers, concurrency, rows, details)
 
     elapsed = time.monotonic() - began
     command = "python benchmarks/drain.py " + " ".join(sys.argv[1:])
@@ -211,12 +195,14 @@ def main(args: argparse.Namespace) -> int:
         f"with {args.steps} steps each. Drain time runs from the first handler start to the "
         f"last completed drive, over all workers; exactly-once verified.",
         "",
-        "| database | workers | runs | no-op passes/s | steps/s |",
-        "|---|---|---|---|---|",
+        *([f"I/O: every no-op handler blocks {args.io:g} ms.", ""] if args.io else []),
+        "| database | workers | concurrency | runs | no-op passes/s | steps/s |",
+        "|---|---|---|---|---|---|",
         *rows,
         "",
-        "| database | case | workers | runs | drain s | rate | completed per worker |",
-        "|---|---|---|---|---|---|---|",
+        "| database | case | workers | concurrency | runs | drain s | rate "
+        "| completed per worker |",
+        "|---|---|---|---|---|---|---|---|",
         *details,
         "",
     ]
@@ -228,6 +214,54 @@ def main(args: argparse.Namespace) -> int:
         print("FAIL: see above")
         return 1
     return 0
+
+
+def measure(  # noqa: PLR0917 - the run's coordinates
+    args: argparse.Namespace,
+    url: str,
+    tmp: Path,
+    database: str,
+    workers: int,
+    concurrency: int,
+    rows: list[str],
+    details: list[str],
+) -> bool:
+    """Drain each case once with *workers* processes at *concurrency*; return whether one failed."""
+    steps_runs = max(1, args.runs // 10)
+    results: dict[str, dict[str, Any]] = {}
+    failed = False
+    for case, runs in (("noop", args.runs), ("steps", steps_runs)):
+        if case not in args.cases:
+            continue
+        result = run_child(
+            url, case, tmp, runs=runs, workers=workers, steps=args.steps, concurrency=concurrency
+        )
+        results[case] = result
+        units = runs * (args.steps if case == "steps" else 1)
+        unit = "steps" if case == "steps" else "passes"
+        per_worker = " + ".join(str(n) for n in result["completed"])
+        line = (
+            f"{database} workers={workers} concurrency={concurrency} {case}: {runs} runs in "
+            f"{result['drain_s']:.3f} s = {units / result['drain_s']:,.0f} {unit}/s "
+            f"(completed per worker: {per_worker})"
+        )
+        print(line, flush=True)
+        details.append(
+            f"| {database} | {case} | {workers} | {concurrency} | {runs} "
+            f"| {result['drain_s']:.3f} | {units / result['drain_s']:,.0f} {unit}/s "
+            f"| {per_worker} |"
+        )
+        for note in result["notes"][:5]:
+            print(f"  note: {note}")
+        for failure in result["failures"]:
+            print(f"FAIL: {database} workers={workers} {case}: {failure}", flush=True)
+            failed = True
+    rows.append(
+        f"| {database} | {workers} | {concurrency} | {args.runs} "
+        f"| {rate(results.get('noop'), args.runs)} "
+        f"| {rate(results.get('steps'), steps_runs * args.steps)} |"
+    )
+    return failed
 
 
 # -- the child: one (database, case, workers) ----------------------------------------
@@ -294,7 +328,7 @@ def insert_backlog(case: str, runs: int, steps: int) -> None:
     )
 
 
-def worker(job: str, barrier: Any, results: Any) -> None:
+def worker(job: str, concurrency: int, barrier: Any, results: Any) -> None:
     """One worker process: drive *job* until nothing of it is left running."""
     try:
         import django
@@ -303,24 +337,35 @@ def worker(job: str, barrier: Any, results: Any) -> None:
         from django.db import connection
 
         from benchmarks import jobs
-        from django_leasejobs.driver import run_due_jobs
+        from django_leasejobs.dispatch import Dispatcher
+        from django_leasejobs.driver import finish, run_due_jobs
         from django_leasejobs.models import Run
         from django_leasejobs.states import RunStatus
 
         connection.ensure_connection()  # Connect before the barrier, not on the clock.
+        # W5: one pool for every drive, as a --loop worker keeps it.
+        dispatcher = Dispatcher(concurrency) if concurrency > 1 else None
         barrier.wait(BARRIER_TIMEOUT)
         completed = 0
         last_finish: int | None = None
         notes: list[str] = []
         deadline = time.monotonic() + CASE_TIMEOUT
         while True:
-            report = run_due_jobs(jobs=[job], limit=DRIVE_LIMIT)
+            report = run_due_jobs(
+                jobs=[job], limit=DRIVE_LIMIT, concurrency=concurrency, dispatcher=dispatcher
+            )
             completed += report.completed
             if report.completed:
                 last_finish = time.monotonic_ns()
             notes += [f"error on {n.run_id}: {n.text}" for n in report.errors]
             notes += [f"warning on {n.run_id}: {n.text}" for n in report.warnings]
-            if report.attempted:
+            if report.attempted or (dispatcher is not None and dispatcher.dispatched):
+                continue
+            if dispatcher is not None and dispatcher.pool.busy:
+                last = finish(dispatcher)
+                completed += last.completed
+                if last.completed:
+                    last_finish = time.monotonic_ns()
                 continue
             # Nothing claimable: done, unless another worker still holds runs
             # (or one waits for a retry), in which case poll gently.
@@ -329,6 +374,8 @@ def worker(job: str, barrier: Any, results: Any) -> None:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"runs of {job} still running after {CASE_TIMEOUT} s")
             time.sleep(0.01)
+        if dispatcher is not None:
+            dispatcher.close()
         results.put(("ok", (jobs.first_handler_start_ns, completed, last_finish, notes)))
     except BaseException:
         results.put(("error", traceback.format_exc()))
@@ -338,7 +385,7 @@ def worker(job: str, barrier: Any, results: Any) -> None:
         connections.close_all()
 
 
-def drain(case: str, runs: int, workers: int, steps: int) -> dict[str, Any]:
+def drain(case: str, runs: int, workers: int, steps: int, concurrency: int) -> dict[str, Any]:
     import django
 
     django.setup()
@@ -354,7 +401,10 @@ def drain(case: str, runs: int, workers: int, steps: int) -> dict[str, Any]:
     context = multiprocessing.get_context("spawn")
     barrier = context.Barrier(workers)
     queue = context.Queue()
-    processes = [context.Process(target=worker, args=(job, barrier, queue)) for _ in range(workers)]
+    processes = [
+        context.Process(target=worker, args=(job, concurrency, barrier, queue))
+        for _ in range(workers)
+    ]
     for process in processes:
         process.start()
     outcomes = [queue.get(timeout=CASE_TIMEOUT + BARRIER_TIMEOUT) for _ in processes]
@@ -403,7 +453,7 @@ def child(args: argparse.Namespace) -> None:
     if args.child == "setup":
         result = setup_database()
     else:
-        result = drain(args.child, args.runs, args.workers[0], args.steps)
+        result = drain(args.child, args.runs, args.workers[0], args.steps, args.concurrency[0])
     Path(args.result).write_text(json.dumps(result))
 
 
@@ -424,12 +474,29 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--prepare", action="store_true", help='LEASEJOBS["PREPARE"] = True in every process'
     )
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        nargs="+",
+        default=[1],
+        help="passes at once per worker process (W5); several values are measured in turn",
+    )
+    parser.add_argument(
+        "--io",
+        type=float,
+        default=0.0,
+        metavar="MS",
+        help="the no-op handler blocks MS milliseconds after it counts (I/O-bound work)",
+    )
+    parser.add_argument(
+        "--cases", nargs="+", choices=list(JOBS), default=list(JOBS), help="default: noop steps"
+    )
     # Internal: how the parent runs one child (see the module docstring).
     parser.add_argument("--child", choices=["setup", *JOBS], help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.runs < 1 or args.steps < 1 or min(args.workers) < 1:
-        parser.error("--runs, --steps and --workers must be at least 1")
+    if args.runs < 1 or args.steps < 1 or min(args.workers) < 1 or min(args.concurrency) < 1:
+        parser.error("--runs, --steps, --workers and --concurrency must be at least 1")
     return args
 
 

@@ -6,9 +6,13 @@ time starts at real work rather than at process start-up or the barrier.
 
 from __future__ import annotations
 
+import os
 import time
 
 from django_leasejobs import job
+
+#: ``drain.py --io MS``: each no-op pass blocks this long after it counts (I/O-bound work).
+SLEEP = float(os.environ.get("LEASEJOBS_BENCH_SLEEP_MS", "0")) / 1000
 
 #: ``time.monotonic_ns()`` when a handler first ran in this process; read by
 #: the worker in ``benchmarks/drain.py``.
@@ -25,6 +29,8 @@ def _note_start() -> None:
 def noop(p):
     _note_start()
     p.count("calls")
+    if SLEEP:
+        time.sleep(SLEEP)  # a call to a slow upstream (drain.py --io)
     return p.done()
 
 

@@ -72,6 +72,14 @@ SPECS: dict[str, Setting] = {
         "Due rows one drive reads while looking for runs of jobs it registers (D1).",
     ),
     "MAX_PASSES": Setting(1, _positive_int, "a positive int", "Passes per run per drive (D3)."),
+    "CONCURRENCY": Setting(
+        1,
+        _positive_int,
+        "a positive int",
+        "Passes one drive (or one rundueJobs process) runs at once, each on a thread and a "
+        "database connection of its own (W5). 1: one after another, on the drive's own "
+        "connection. A process opens at most this many connections plus two.",
+    ),
     "RETENTION": Setting(
         timedelta(days=30),
         _duration(timedelta(0)),
@@ -161,6 +169,7 @@ class _Conf:
     DRIVE_LIMIT: int
     SCAN_MAX: int
     MAX_PASSES: int
+    CONCURRENCY: int
     RETENTION: timedelta
     HAND_RUNS_PER_HOUR: int
     MISSED_GRACE: timedelta

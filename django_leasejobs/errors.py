@@ -38,6 +38,8 @@ _URL_CREDENTIALS = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^/\s:@]*(:[^\s@]*
 #: MySQL/MariaDB error numbers and PostgreSQL SQLSTATEs of a lost race.
 _MYSQL_CONFLICTS = frozenset({1213})  # ER_LOCK_DEADLOCK
 _POSTGRES_CONFLICTS = frozenset({"40001", "40P01"})  # serialization_failure, deadlock_detected
+#: SQLite's words when the write lock stayed taken past the busy timeout (SQLITE_BUSY).
+_SQLITE_LOCKED = ("database is locked", "database table is locked")
 
 #: SQLite's words for a text column that is not valid UTF-8 (its message quotes the text).
 _UNDECODABLE = re.compile(r"Could not decode to UTF-8 column '([^']*)'")
@@ -67,12 +69,19 @@ def one_line(exc: BaseException) -> str:
 
 
 def is_conflict(exc: BaseException) -> bool:
-    """Whether *exc* is a deadlock or serialization failure: worth running again (SPEC §12)."""
+    """Whether *exc* is a deadlock or serialization failure: worth running again (SPEC §12).
+
+    On SQLite, "database is locked" too: another connection held the write
+    lock past the ``timeout`` option's wait -- several passes of one worker
+    (W5), a cron drive beside a worker -- and the write simply waits again.
+    """
     cause = exc.__cause__ if isinstance(exc, DatabaseError) else None
     if cause is None:
         return False
     if getattr(cause, "sqlstate", None) in _POSTGRES_CONFLICTS:
         return True
+    if type(cause).__module__ == "sqlite3":
+        return str(cause).startswith(_SQLITE_LOCKED)
     args: tuple[Any, ...] = getattr(cause, "args", ()) or (None,)
     return args[0] in _MYSQL_CONFLICTS
 

@@ -20,13 +20,17 @@ from __future__ import annotations
 import logging
 import threading
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from django.db import DatabaseError, connections
 
 from . import store
 from .errors import one_line
 from .leases import Countdown
-from .passes import PassRecord, Verdict
+from .passes import Verdict
+
+if TYPE_CHECKING:
+    from .leases import Lease
 
 __all__ = ["BEAT_SHARE", "Heartbeat"]
 
@@ -38,16 +42,13 @@ BEAT_SHARE = 1 / 3
 
 
 class Heartbeat:
-    """Renew *owner*'s lease on run *run_id* while the ``with`` block runs."""
+    """Renew the pass's *lease* while the ``with`` block runs."""
 
-    def __init__(self, run_id: str, owner: str, countdown: Countdown, record: PassRecord) -> None:
-        self._run_id = run_id
-        self._owner = owner
-        self._countdown = countdown
-        self._record = record
+    def __init__(self, lease: Lease) -> None:
+        self._lease = lease
         self._stopped = threading.Event()
         self._thread = threading.Thread(
-            target=self._beat, name=f"leasejobs-heartbeat-{run_id}", daemon=True
+            target=self._beat, name=f"leasejobs-heartbeat-{lease.run_id}", daemon=True
         )
 
     def __enter__(self) -> Heartbeat:
@@ -66,28 +67,28 @@ class Heartbeat:
         self._thread.join()
 
     def _beat(self) -> None:
-        interval = self._countdown.lease.total_seconds() * BEAT_SHARE
+        lease, countdown = self._lease, self._lease.countdown
+        interval = countdown.lease.total_seconds() * BEAT_SHARE
         try:
             while not self._stopped.wait(interval):
-                if self._record.timed_out():
+                if lease.record.timed_out():
                     return  # R10: let the lease run out; the run will be taken over
                 sent = Countdown.now()
                 try:
-                    countdown = self._countdown
                     held = store.renew(
-                        self._run_id, self._owner, countdown.lease, strict=countdown.strict
+                        lease.run_id, lease.owner, countdown.lease, strict=countdown.strict
                     )
                 except DatabaseError as exc:
                     # The lease may well still hold: try again at the next beat.
                     logger.warning(
                         "Heartbeat of run id=%s could not renew its lease (%s)",
-                        self._run_id,
+                        lease.run_id,
                         one_line(exc),
                     )
                     continue
                 if not held:
-                    self._record.decide(Verdict.LOST)
+                    lease.record.decide(Verdict.LOST)
                     return
-                self._countdown.renewed(sent)
+                countdown.renewed(sent)
         finally:
             connections.close_all()  # this thread's connections only

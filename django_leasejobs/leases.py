@@ -1,17 +1,27 @@
-"""The lease arithmetic, in one place (SPEC L4, L5, L7).
+"""A pass's lease, in one place (SPEC L2-L8): what it is, and its arithmetic.
 
 Lease *times* are the database's (L1): every expiry is computed in SQL. What
 lives here is the other half: the shares of a lease at which a worker acts,
-and the worker's own monotonic count of how much of its lease is left since
-it sent the claim or renewal that set it.
+the worker's own monotonic count of how much of its lease is left since it
+sent the claim or renewal that set it, and the one value a pass is known by
+from its claim to its outcome -- :class:`Lease` -- which every part of the
+pass is handed whole.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, replace
 from datetime import timedelta
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .policy import Retry
+
+if TYPE_CHECKING:
+    from .exceptions import UnreadableRow
+    from .models import Run
+    from .passes import PassRecord
+    from .registry import Job
 
 __all__ = [
     "ADMISSION",
@@ -19,7 +29,9 @@ __all__ = [
     "RENEW_AT_CHECK",
     "RENEW_BEFORE_STEP",
     "TAKEOVER_NOTE",
+    "Claimed",
     "Countdown",
+    "Lease",
 ]
 
 #: L4: the share of its lease a claim must still have to begin its pass. It is
@@ -80,3 +92,51 @@ class Countdown:
 
     def can_begin(self) -> bool:
         return self.left() > self.margin
+
+
+class Claimed(NamedTuple):
+    """A claim won (L2), before the pass is admitted: what the claim read back.
+
+    ``found`` is the run as claimed, or the :class:`UnreadableRow` it could
+    not be read back as (R9, §12); ``countdown`` has counted since just before
+    the claim was sent. Made by the drive's own claim, by a claim made ahead
+    of the run's turn (:mod:`.pacing`), or by the dispatcher for a pool
+    thread (W5).
+    """
+
+    found: Run | UnreadableRow
+    owner: str
+    countdown: Countdown
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """One pass's hold on one run: its identity from the claim to the outcome (L2-L8).
+
+    Built once, when the pass is admitted, and handed whole to everything
+    that acts for the pass -- the handler's :class:`~.passes.Pass`, its step
+    :class:`~.ledger.Ledger`, its :class:`~.heartbeat.Heartbeat`, and the
+    store verb that concludes it -- so none of them is given the parts one
+    by one, and nothing of a pass lives anywhere but in its own lease: passes
+    on several threads share nothing (W5).
+
+    Frozen, because nothing a pass does changes whose lease it is: ``run`` is
+    the row as claimed, ``spec`` the job as it applies to that row (a task's
+    own options, §9), ``owner`` the token that fences every write (L6). The
+    parts that move have their own methods: the ``countdown`` is renewed
+    (L7), and the ``record`` is told what decided the pass (its verdict).
+    """
+
+    run: Run
+    spec: Job
+    owner: str
+    countdown: Countdown
+    record: PassRecord
+
+    @property
+    def run_id(self) -> str:
+        return str(self.run.pk)
+
+    def evolve(self, **changes: Any) -> Lease:
+        """A copy with *changes* (for a test, or a second view of the same pass)."""
+        return replace(self, **changes)

@@ -32,8 +32,8 @@ from .leases import RENEW_BEFORE_STEP, Countdown
 from .policy import Retry
 
 if TYPE_CHECKING:
-    from .models import Run, Step
-    from .passes import PassRecord
+    from .leases import Lease
+    from .models import Step
 
 __all__ = ["STEP_NAME_LENGTH", "Ledger"]
 
@@ -47,15 +47,12 @@ _PASSED_THROUGH = (Defer, PassTimedOut, LeaseLost, PassInterrupted, KeyboardInte
 class Ledger:
     """One pass's steps over one run, recorded under its owner token."""
 
-    __slots__ = ("_atomic_depth", "_countdown", "_memo", "_owner", "_record", "_row", "_used")
+    __slots__ = ("_atomic_depth", "_lease", "_memo", "_used")
 
-    def __init__(self, row: Run, owner: str, countdown: Countdown, record: PassRecord) -> None:
-        self._row = row
-        self._owner = owner
-        self._countdown = countdown
-        self._record = record
+    def __init__(self, lease: Lease) -> None:
+        self._lease = lease
         # Read once per pass, and only if the claim saw rows (``has_steps``).
-        self._memo: dict[str, Step] | None = None if row.has_steps else {}
+        self._memo: dict[str, Step] | None = None if lease.run.has_steps else {}
         self._used: set[str] = set()
         # Transactions open before the handler (a test's, say): a step inside
         # one the handler opened itself is refused (R5).
@@ -88,7 +85,7 @@ class Ledger:
             # Spent already (a crash after the last failed attempt was recorded):
             # calling fn again would be one more real call for a run that fails anyway.
             raise StepFailed(name, attempts, policy, prior.last_error if prior else "")
-        if self._countdown.below(RENEW_BEFORE_STEP):
+        if self._lease.countdown.below(RENEW_BEFORE_STEP):
             self._renew()  # Do not start work on a lease that may already be gone.
         exists = prior is not None
         try:
@@ -114,7 +111,7 @@ class Ledger:
 
     def _steps(self) -> dict[str, Step]:
         if self._memo is None:
-            self._memo = {step.name: step for step in self._row.steps.all()}
+            self._memo = {step.name: step for step in self._lease.run.steps.all()}
         return self._memo
 
     @staticmethod
@@ -126,29 +123,30 @@ class Ledger:
 
     def _renew(self) -> None:
         sent = Countdown.now()
-        countdown = self._countdown
-        if not store.renew(self._row.pk, self._owner, countdown.lease, strict=countdown.strict):
+        lease, countdown = self._lease, self._lease.countdown
+        if not store.renew(lease.run_id, lease.owner, countdown.lease, strict=countdown.strict):
             raise LeaseLost
-        self._countdown.renewed(sent)
+        countdown.renewed(sent)
 
     def _write(
         self, name: str, result: str | None, attempts: int, error: str, *, exists: bool
     ) -> None:
         sent = Countdown.now()
+        lease, countdown = self._lease, self._lease.countdown
         if not store.record_step(
-            self._row.pk,
-            self._owner,
-            self._countdown.lease,
+            lease.run_id,
+            lease.owner,
+            countdown.lease,
             name,
             result=result,
             attempts=attempts,
             error=error,
             exists=exists,
-            strict=self._countdown.strict,
+            strict=countdown.strict,
         ):
             raise LeaseLost
-        self._countdown.renewed(sent)
-        self._record.steps_recorded = True
+        countdown.renewed(sent)
+        lease.record.steps_recorded = True
 
     def _fail(
         self, name: str, attempts: int, policy: Retry, error: str, *, exists: bool

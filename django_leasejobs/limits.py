@@ -89,14 +89,19 @@ class Limit:
         """C1: the key a run with *payload* is limited under (``None``: the job's own).
 
         Raises :class:`~django_leasejobs.InvalidKey` (a ``ValueError``) when
-        the key function raises or returns anything but a non-empty str of at
-        most 200 storable characters, so the start writes nothing.
+        the key function raises -- ``SystemExit`` and every other
+        ``BaseException`` included (§11) -- or returns anything but a
+        non-empty str of at most 200 storable characters, so the start writes
+        nothing. ``KeyboardInterrupt`` alone goes through as it is: Ctrl-C
+        still stops the caller, and nothing has been written when it does.
         """
         if self.key is None:
             return None
         try:
             value = self.key(payload)
-        except Exception as exc:
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
             raise InvalidKey(
                 name, ..., f"could not be computed: the key function raised {type(exc).__name__}"
             ) from exc

@@ -8,27 +8,38 @@ than a tenth of its lease -- and at most :data:`BATCH_MAX` at a time. A job
 seen for the first time, or whose passes are slow, is claimed one run at a
 time, exactly as before. What a drive claimed ahead and did not reach
 (stopped, or out of runs) it gives back, due again at once and uncharged.
+
+A pass can still run long after short ones -- the average cannot see it
+coming. Then the runs claimed ahead of it would wait out that pass while
+another worker sat idle. So while a pass runs with claims held behind it,
+the :class:`Keeper` (a side thread of this process, with a database
+connection of its own while it works) gives them back once the pass has run
+:data:`GIVE_BACK_AFTER`, with a notification (W2), for any worker to take.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from django.db import DatabaseError
+from django.db import DatabaseError, connections
 
 from .errors import describe
-from .execute import Claimed
 from .holder import current_holder
-from .leases import Countdown
+from .leases import Claimed, Countdown
+from .store import alias
 from .store.ahead import give_back, owner_of, take_ahead
 
 if TYPE_CHECKING:
     from .registry import Job
 
-__all__ = ["AHEAD_WAIT", "BATCH_MAX", "Claims", "Pace", "pace"]
+__all__ = ["AHEAD_WAIT", "BATCH_MAX", "GIVE_BACK_AFTER", "Claims", "Keeper", "Pace", "pace"]
 
 logger = logging.getLogger("django_leasejobs")
 
@@ -36,6 +47,8 @@ logger = logging.getLogger("django_leasejobs")
 BATCH_MAX = 10
 #: About the longest a run claimed ahead waits for its turn.
 AHEAD_WAIT = timedelta(milliseconds=50)
+#: How long a pass may run with claims held behind it before they are given back.
+GIVE_BACK_AFTER = AHEAD_WAIT * 2
 #: Weight of the newest pass in a job's running average.
 _WEIGHT = 0.2
 
@@ -75,10 +88,15 @@ pace = Pace()
 
 
 class Claims:
-    """The runs one drive claimed ahead and has not reached yet."""
+    """The runs one drive claimed ahead and has not reached yet.
+
+    The drive's thread takes them in turn; the :class:`Keeper` may give them
+    all back meanwhile, from its own thread, so both hold the lock.
+    """
 
     def __init__(self) -> None:
         self._held: dict[str, tuple[str, Claimed]] = {}
+        self._lock = threading.Lock()
 
     def __bool__(self) -> bool:
         return bool(self._held)
@@ -87,9 +105,10 @@ class Claims:
         lease = spec.effective_lease
         sent = Countdown.now()  # the round trip counts against the claims (L1)
         prefix, won = take_ahead(run_ids, lease, current_holder())
-        for run_id, found in won.items():
-            claimed = Claimed(found, owner_of(prefix, run_id), Countdown(lease, sent))
-            self._held[run_id] = (prefix, claimed)
+        with self._lock:
+            for run_id, found in won.items():
+                claimed = Claimed(found, owner_of(prefix, run_id), Countdown(lease, sent))
+                self._held[run_id] = (prefix, claimed)
 
     def turn(self, run_id: str, batch: list[str], spec: Job) -> tuple[Claimed | None, bool]:
         """The claim made ahead for *run_id* (``None``: claim it alone), and whether it was lost.
@@ -112,7 +131,8 @@ class Claims:
         given back first (uncharged), so that the run is claimed afresh,
         never counted as an admission miss (L5) it did not make.
         """
-        held = self._held.pop(run_id, None)
+        with self._lock:
+            held = self._held.pop(run_id, None)
         if held is None:
             return None
         prefix, claimed = held
@@ -121,15 +141,83 @@ class Claims:
         give_back(prefix, [run_id])
         return None
 
-    def give_back(self) -> None:
-        """Release every claim not reached; never fails the drive."""
+    @contextmanager
+    def watch(self) -> Iterator[None]:
+        """Around a pass: give the claims held behind it back if it runs long (§13)."""
+        # Inside a transaction (a test's), the claims are not another connection's to give back.
+        if not self._held or connections[alias()].in_atomic_block:
+            yield
+            return
+        keeper.watch(self)
+        try:
+            yield
+        finally:
+            keeper.unwatch(self)
+
+    def give_back(self) -> int:
+        """Release every claim not reached; never fails the drive. Returns how many."""
         by_prefix: dict[str, list[str]] = defaultdict(list)
-        for run_id, (prefix, _claimed) in self._held.items():
-            by_prefix[prefix].append(run_id)
-        self._held.clear()
+        with self._lock:
+            for run_id, (prefix, _claimed) in self._held.items():
+                by_prefix[prefix].append(run_id)
+            self._held.clear()
+        given = 0
         try:
             for prefix, run_ids in by_prefix.items():
-                give_back(prefix, run_ids)
+                given += give_back(prefix, run_ids)
         except DatabaseError as exc:
             # Their leases simply expire; never begun, they cost nothing then either.
             logger.warning("Claims made ahead could not be given back: %s", describe(exc))
+        return given
+
+
+class Keeper:
+    """A side thread that gives back the claims held behind a pass that runs long (§13).
+
+    Started the first time a drive watches a pass, and then kept for the
+    life of the process: a daemon thread asleep on a condition while no pass
+    is watched. It opens a database connection only to give claims back,
+    and closes it at once -- a rare event, and never one of the connections
+    W5 counts for a pass.
+    """
+
+    def __init__(self) -> None:
+        self._ready = threading.Condition()
+        self._watched: dict[Claims, float] = {}
+        self._thread: threading.Thread | None = None
+
+    def watch(self, claims: Claims) -> None:
+        with self._ready:
+            self._watched[claims] = time.monotonic() + GIVE_BACK_AFTER.total_seconds()
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._keep, name="leasejobs-claims-keeper", daemon=True
+                )
+                self._thread.start()
+            self._ready.notify()
+
+    def unwatch(self, claims: Claims) -> None:
+        with self._ready:
+            self._watched.pop(claims, None)
+
+    def _keep(self) -> None:
+        while True:
+            with self._ready:
+                while not self._watched:
+                    self._ready.wait()
+                claims, deadline = min(self._watched.items(), key=lambda item: item[1])
+                left = deadline - time.monotonic()
+                if left > 0:
+                    self._ready.wait(left)
+                    continue
+                del self._watched[claims]
+            try:
+                given = claims.give_back()
+                if given:
+                    logger.info("A pass ran long: %s runs claimed behind it given back", given)
+            finally:
+                connections.close_all()  # this thread's connection only
+
+
+#: This process's keeper, shared by its drives.
+keeper = Keeper()

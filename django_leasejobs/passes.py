@@ -31,15 +31,17 @@ from .exceptions import (
     StepFailed,
     StepReused,
 )
-from .leases import RENEW_AT_CHECK, Countdown
+from .leases import RENEW_AT_CHECK
 from .ledger import Ledger
 from .policy import Retry
 
 if TYPE_CHECKING:
+    from .leases import Lease
     from .models import Run
-    from .registry import Job
 
 __all__ = [
+    "IDLE_PASSES_WARN",
+    "IDLE_WARNING",
     "LeaseLost",
     "Pass",
     "PassRecord",
@@ -53,6 +55,14 @@ __all__ = [
 T = TypeVar("T")
 #: ``progress_total`` is a 64-bit column.
 TOTAL_MAX = 2**63 - 1
+#: Passes in a row that returned with the cursor unchanged and no step recorded, after
+#: which the run is reported once (log, drive warnings, admin): likely a handler that
+#: forgets to return ``p.advance()`` or ``p.done()`` and so runs forever, due at once.
+IDLE_PASSES_WARN = 100
+IDLE_WARNING = (
+    "{passes} passes in a row returned with the cursor unchanged and no step recorded; "
+    "does the handler forget to return p.advance(cursor) or p.done()?"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +103,7 @@ class PassRecord:
     __slots__ = (
         "_deadline",
         "_failed_step",
+        "_timeout",
         "_verdict",
         "counters",
         "progress_total",
@@ -102,11 +113,17 @@ class PassRecord:
     def __init__(self, timeout: timedelta | None) -> None:
         self._verdict = Verdict.OPEN
         self._failed_step: StepFailed | None = None
-        self._deadline = None if timeout is None else time.monotonic() + timeout.total_seconds()
+        self._timeout = timeout
+        self._deadline: float | None = None
         self.counters: dict[str, int | float] = {}
         self.progress_total: int | None = None
         #: Whether the pass wrote a step row: its commit then drops the ledger.
         self.steps_recorded = False
+
+    def begin(self) -> None:
+        """BEGIN wrote (L4): the job's timeout counts from now (R10)."""
+        if self._timeout is not None:
+            self._deadline = time.monotonic() + self._timeout.total_seconds()
 
     @property
     def verdict(self) -> Verdict:
@@ -154,50 +171,34 @@ class Pass:
     """
 
     __slots__ = (
-        "_countdown",
         "_interrupt",
+        "_lease",
         "_ledger",
-        "_owner",
-        "_record",
-        "_retry",
-        "_timeout",
         "attempt",
         "cursor",
         "payload",
         "run",
     )
 
-    def __init__(
-        self,
-        row: Run,
-        spec: Job,
-        owner: str,
-        countdown: Countdown,
-        record: PassRecord,
-        *,
-        interrupt: Callable[[], bool] | None = None,
-    ) -> None:
+    def __init__(self, lease: Lease, *, interrupt: Callable[[], bool] | None = None) -> None:
         """Decode the run for its handler: part of the pass, so a malformed row is an
         ordinary failed pass (R9), never an error that escapes the drive.
 
         Raises :class:`DecodeFailed` when the payload, cursor or counters do not parse.
         """
+        row = lease.run
         self.run = RunRef(row.pk, row.job, row.instance)
         self.attempt = row.attempts + 1
-        self._record = record
-        self._retry = spec.retry
-        self._timeout = spec.timeout
-        self._countdown = countdown
+        self._lease = lease
         self._interrupt = interrupt
-        self._owner = owner
-        self._ledger = Ledger(row, owner, countdown, record)
-        self.payload, self.cursor, record.counters = _decoded(row)
+        self._ledger = Ledger(lease)
+        self.payload, self.cursor, lease.record.counters = _decoded(row)
 
     # -- reading the run ------------------------------------------------------
 
     @property
     def counters(self) -> Mapping[str, int | float]:
-        return MappingProxyType(self._record.counters)
+        return MappingProxyType(self._lease.record.counters)
 
     # -- what a handler calls ----------------------------------------------------
 
@@ -207,14 +208,14 @@ class Pass:
             raise TypeError("a counter name is a non-empty str")
         if isinstance(by, bool) or not isinstance(by, int | float) or not math.isfinite(by):
             raise TypeError(f"count() adds a finite int or float, got {by!r}")
-        counters = self._record.counters
+        counters = self._lease.record.counters
         counters[name] = counters.get(name, 0) + by
 
     def total(self, n: int) -> None:
         """Say how many units the whole run has, for the admin's progress bar."""
         if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= TOTAL_MAX:
             raise TypeError(f"total() takes an int from 0 to 2**63 - 1, got {n!r}")
-        self._record.progress_total = n
+        self._lease.record.progress_total = n
 
     def advance(self, cursor: Any) -> PassResult:
         """Return this from the handler: commit, and resume the next pass from *cursor*.
@@ -241,15 +242,15 @@ class Pass:
         For code that writes beside the pass -- the tasks backend records each
         attempt under it (SPEC §9).
         """
-        return self._owner
+        return self._lease.owner
 
     def timed_out(self) -> bool:
         """Whether the pass has run past its job's ``timeout`` (R10); it will not commit."""
-        return self._record.timed_out()
+        return self._lease.record.timed_out()
 
     def lease_left(self) -> timedelta:
         """How much of the lease is left by this worker's own monotonic count."""
-        return self._countdown.left()
+        return self._lease.countdown.left()
 
     def check(self) -> None:
         """Stop here if the pass timed out or lost its lease; renew a lease running low.
@@ -258,7 +259,7 @@ class Pass:
         a long stretch between steps calls this to keep its lease (L7).
         """
         self._boundary()
-        if self._countdown.below(RENEW_AT_CHECK):
+        if self._lease.countdown.below(RENEW_AT_CHECK):
             self._lost_if(self._ledger.renew)
 
     def step(self, name: str, fn: Callable[[], T], *, retry: Retry | None = None) -> T:
@@ -279,29 +280,30 @@ class Pass:
         self._ledger.reserve(name, retry)
         self._boundary()
         try:
-            return self._lost_if(lambda: self._ledger.run(name, fn, retry or self._retry))
+            policy = retry or self._lease.spec.retry
+            return self._lost_if(lambda: self._ledger.run(name, fn, policy))
         except StepFailed as failure:
-            self._record.decide(Verdict.STEP_FAILED, failure)
+            self._lease.record.decide(Verdict.STEP_FAILED, failure)
             raise
 
     # -- internals ---------------------------------------------------------------
 
     def _boundary(self) -> None:
         """A step boundary: where a pass learns it must stop (L6, R10, a shutdown)."""
-        if self._record.verdict is Verdict.LOST:
+        if self._lease.record.verdict is Verdict.LOST:
             raise LeaseLost
         if self._interrupt is not None and self._interrupt():
-            self._record.decide(Verdict.INTERRUPTED)
+            self._lease.record.decide(Verdict.INTERRUPTED)
             raise PassInterrupted
-        if self._record.timed_out():
-            raise PassTimedOut(f"the pass ran longer than its timeout ({self._timeout})")
+        if self._lease.record.timed_out():
+            raise PassTimedOut(f"the pass ran longer than its timeout ({self._lease.spec.timeout})")
 
     def _lost_if(self, write: Callable[[], T]) -> T:
         """Run a fenced *write*; a refusal means the lease is gone, for good (L6)."""
         try:
             return write()
         except LeaseLost:
-            self._record.decide(Verdict.LOST)
+            self._lease.record.decide(Verdict.LOST)
             raise
 
 

@@ -71,6 +71,14 @@ class RunQuerySet(models.QuerySet["Run"]):
             status=RunStatus.RUNNING, lease_owner__isnull=False, next_attempt_at__gt=now
         )
 
+    def waiting(self) -> RunQuerySet:
+        """Running runs no lease holds: each falls due at its ``next_attempt_at`` (W1, W3).
+
+        A retry's back-off, a ``Defer``, a ``run_after``, a throttled run's
+        release. A leased run is not waiting: its holder's renewals move it.
+        """
+        return self.filter(status=RunStatus.RUNNING, lease_owner__isnull=True)
+
     def held_by(self, owner: str) -> RunQuerySet:
         """The run *owner* holds, if it still does: the fence of every pass write (L6)."""
         return self.filter(status=RunStatus.RUNNING, lease_owner=owner)

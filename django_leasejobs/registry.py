@@ -8,6 +8,7 @@ rather than surfacing in a worker at 3 a.m.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 from collections.abc import Callable, Iterator
@@ -116,6 +117,23 @@ def _is_duration(value: object) -> bool:
     return isinstance(value, timedelta)
 
 
+def _is_async(handler: Callable[..., Any]) -> bool:
+    """Whether calling *handler* gives a coroutine (or an async generator), not a result (§15).
+
+    An ``async def`` function, a ``functools.partial`` of one, or an object
+    whose ``__call__`` is ``async def``: a worker calls handlers on its own
+    threads (W5), synchronously, and would commit the un-awaited coroutine.
+    """
+    while isinstance(handler, functools.partial):
+        handler = handler.func
+    if inspect.iscoroutinefunction(handler) or inspect.isasyncgenfunction(handler):
+        return True
+    if inspect.isfunction(handler) or inspect.ismethod(handler) or inspect.isclass(handler):
+        return False
+    call = type(handler).__call__  # what calling the object runs
+    return inspect.iscoroutinefunction(call) or inspect.isasyncgenfunction(call)
+
+
 def _validate(spec: Job) -> None:
     name = spec.name
     if not isinstance(name, str) or not NAME_RE.fullmatch(name):
@@ -125,7 +143,7 @@ def _validate(spec: Job) -> None:
         )
     if not callable(spec.handler):
         raise InvalidJob(name, f"the handler must be callable, got {spec.handler!r}")
-    if inspect.iscoroutinefunction(spec.handler):
+    if _is_async(spec.handler):
         raise InvalidJob(
             name,
             "the handler is an async function; a job's handler is called synchronously "

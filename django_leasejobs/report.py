@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from .states import PassOutcome
 
 if TYPE_CHECKING:
-    from .execute import Outcome
+    from .outcome import Outcome
 
 __all__ = ["DriveReport", "Note"]
 
@@ -51,6 +51,15 @@ class DriveReport:
         data["errors"] = [note._asdict() for note in self.errors]
         data["warnings"] = [note._asdict() for note in self.warnings]
         return data
+
+    @property
+    def idle(self) -> bool:
+        """Whether the drive did nothing at all: no pass, no count, no error, no warning.
+
+        What a ``--loop`` worker does not print at the default verbosity (D5).
+        """
+        counts = ("attempted", *_COUNTS.values())
+        return not (any(getattr(self, name) for name in counts) or self.errors or self.warnings)
 
     def tally(self, run_id: str, outcome: Outcome) -> None:
         """Count one pass's outcome, and note its error or warning."""

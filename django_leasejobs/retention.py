@@ -147,8 +147,12 @@ def _fitting(using: str, batch_size: int) -> int:
 
 
 def _old_runs(using: str, cutoff: datetime) -> RunQuerySet:
-    """Finished runs that ended before *cutoff*; live runs are excluded whatever their age."""
-    return Run.objects.using(using).finished().filter(ended_at__lt=cutoff)
+    """Finished runs that ended before *cutoff*; live runs are excluded whatever their age.
+
+    So is a run cancelled while its pass was in flight, until it lets go of its
+    key (§3 ``cancel``): deleting it would free the key under that pass (A7).
+    """
+    return Run.objects.using(using).finished().filter(ended_at__lt=cutoff, live_key__isnull=True)
 
 
 def _orphans(using: str, now: datetime) -> QuerySet[Schedule]:

@@ -27,9 +27,11 @@ from typing import Any
 
 from django.db import DatabaseError, close_old_connections, reset_queries
 
-from .driver import DriveReport, run_due_jobs
-from .errors import one_line
+from .dispatch import Dispatcher
+from .driver import DriveReport, concurrency_of, finish, run_due_jobs
+from .errors import describe, one_line
 from .listener import Listener
+from .resting import due_in
 
 __all__ = ["Worker"]
 
@@ -51,10 +53,14 @@ class Worker:
         max_passes: int | None = None,
         jobs: Iterable[str] | None = None,
         queues: Iterable[str] | None = None,
+        concurrency: int | None = None,
         stop_timeout: float | None = None,
         on_report: Callable[[DriveReport], None] = lambda report: None,
     ) -> None:
         self.interval = interval
+        self.concurrency = concurrency_of(concurrency)
+        #: With concurrency above 1, the pool of pass threads kept across drives (W5).
+        self._dispatcher: Dispatcher | None = None
         self.limit = limit
         self.max_passes = max_passes
         self.jobs = list(jobs) if jobs is not None else None
@@ -97,7 +103,7 @@ class Worker:
 
     def run(self) -> None:
         previous = self._install_handlers()
-        self.listen()
+        self.open()
         try:
             while not self.stopping:
                 self.turn()
@@ -106,11 +112,27 @@ class Worker:
                 signal.signal(signum, handler)
             self.close()
 
+    def open(self) -> None:
+        """Start what the loop keeps for its life: the pass threads (W5) and LISTEN (W2)."""
+        if self.concurrency > 1 and self._dispatcher is None:
+            self._dispatcher = Dispatcher(self.concurrency)
+        self.listen()
+
     def listen(self) -> None:
         """Open the LISTEN connection, where there can be one (W2); else the loop polls."""
         self._listener = Listener.open()
 
     def close(self) -> None:
+        if self._dispatcher is not None:
+            # W5: every pass in flight finishes (or, past --stop-timeout, is released at
+            # its next step boundary), and is reported, before the threads close.
+            try:
+                last = finish(self._dispatcher)
+                if not last.idle:
+                    self.on_report(last)
+            finally:
+                self._dispatcher.close()
+                self._dispatcher = None
         if self._listener is not None:
             self._listener.close()
             self._listener = None
@@ -121,23 +143,42 @@ class Worker:
         report = self.drive_once()
         if self.stopping:
             return report
-        if report is not None and report.attempted:
+        dispatched = self._dispatcher is not None and self._dispatcher.dispatched
+        if report is not None and (report.attempted or dispatched):
             self._hear_out()  # what came in meanwhile, the next drive answers
         else:
             self._rest()
         return report
 
     def _rest(self) -> None:
-        """Wait for a notification of new work (W2), or poll after ``interval``."""
+        """Wait for a notification of new work (W2), the next run due, or ``interval`` (W1)."""
+        seconds = self._rest_seconds()
         listener = self._listener
         if listener is None:
-            self._stopping.wait(self.interval)
+            self._stopping.wait(seconds)
             self._listen_again()
             return
         try:
-            listener.wait(self.interval, lambda: self.stopping)
+            listener.wait(seconds, lambda: self.stopping)
         except Exception as exc:  # psycopg's own errors, from a dropped socket
             self._lost_listener(exc)
+
+    def _rest_seconds(self) -> float:
+        """``interval``, or less when a run this worker may drive falls due sooner (W1).
+
+        A throttled run's release, a retry's back-off, a ``Defer``: without
+        this, a rate-limited backlog would drain at one begin per interval.
+        After a drive that could not run, the full interval: the database is
+        not asked again until then.
+        """
+        if self._outage is not None:
+            return self.interval
+        try:
+            seconds = due_in(jobs=self.jobs, queues=self.queues)
+        except Exception as exc:  # a database error, or a bug: rest the interval, as before W1
+            logger.warning("Next due run could not be read (%s); resting", describe(exc))
+            return self.interval
+        return self.interval if seconds is None else min(self.interval, seconds)
 
     def _hear_out(self) -> None:
         """Read the notifications that came during a drive, so none piles up (W2)."""
@@ -173,6 +214,7 @@ class Worker:
                 queues=self.queues,
                 stop=lambda: self.stopping,
                 interrupt=self.overdue,
+                **self._concurrent(),
             )
         except DatabaseError as exc:
             reason = one_line(exc)
@@ -192,6 +234,12 @@ class Worker:
             self._outage = None
         self.on_report(report)
         return report
+
+    def _concurrent(self) -> dict[str, Any]:
+        """How a drive runs its passes: on this thread, or on the pool kept across drives (W5)."""
+        if self._dispatcher is None:
+            return {"concurrency": self.concurrency}
+        return {"concurrency": self.concurrency, "dispatcher": self._dispatcher}
 
     def _install_handlers(self) -> dict[int, Any]:
         if threading.current_thread() is not threading.main_thread():

@@ -278,3 +278,122 @@ job(
     lease=timedelta(seconds=60),
     limit=Limit(concurrency=2, key=_account),
 )(_logged_sleep)
+
+
+# W1, W3 (revision 3): a drive that found nothing due rests until the next run falls due.
+# A first attempt that fails, retried 200 ms later: the one-shot must wait for it (W3).
+def _fails_once(p):
+    if p.attempt == 1:
+        raise RuntimeError("the first attempt fails")
+    return p.done()
+
+
+job(
+    "tests.fails_once",
+    retry=Retry(max_attempts=3, base=timedelta(milliseconds=200), jitter=0),
+)(_fails_once)
+
+
+def _rule_from_environment():
+    """The rate of ``tests.rated.changing``: ``LEASEJOBS_TEST_RATE`` = "n/seconds" or "none".
+
+    A worker process started with another value is a deploy that changed the
+    job's limit in code (C5).
+    """
+    import os
+
+    text = os.environ.get("LEASEJOBS_TEST_RATE", "5/1")
+    if text == "none":
+        return None
+    n, per = text.split("/")
+    return Limit(rate=Rate(int(n), per=timedelta(seconds=float(per))))
+
+
+job("tests.rated.changing", lease=timedelta(seconds=30), limit=_rule_from_environment())(
+    _logged_sleep
+)
+
+
+# §13: runs claimed ahead behind a pass that runs long are given back, for another worker.
+job("tests.mostly_quick", lease=timedelta(seconds=30))(_logged_sleep)
+
+
+# W5: passes on a worker's threads. Unlimited, with a long lease, logged (who ran when).
+job("tests.concurrent", lease=timedelta(seconds=60))(_logged_sleep)
+
+
+# W5 tests: passes on a worker's threads, every rule of the pass holding per pass.
+
+
+def _w5_flaky(p):
+    """``payload["passes"]`` passes, each counting before it may fail: a pass listed in
+    ``payload["fail_once"]`` raises on its first attempt, one in ``payload["fail_always"]``
+    on every attempt. Each invocation is logged as an ``Effect`` named
+    ``"<cursor>@<attempt>"``, so a test reads exactly which attempts ran (R4)."""
+    import os
+    import time
+
+    from tests.models import Effect
+
+    position = p.cursor or 0
+    Effect.objects.create(run_id=p.run.id, name=f"{position}@{p.attempt}", pid=os.getpid())
+    p.count("passes")
+    p.count("items", by=position + 1)  # counted, then dropped when the pass raises (R4)
+    time.sleep(p.payload.get("sleep", 0.05))
+    failing = position in p.payload.get("fail_always", []) or (
+        position in p.payload.get("fail_once", []) and p.attempt == 1
+    )
+    if failing:
+        raise RuntimeError(f"pass {position} fails on attempt {p.attempt}")
+    return p.done() if position + 1 >= p.payload["passes"] else p.advance(position + 1)
+
+
+# Three attempts, retried 50 ms later (no jitter): a drain waits a moment, not a back-off.
+job(
+    "tests.w5.flaky",
+    lease=timedelta(seconds=60),
+    retry=Retry(max_attempts=3, base=timedelta(milliseconds=50), jitter=0),
+)(_w5_flaky)
+
+# counted_walk's passes (logged intervals, an Effect per step) on a 2 s lease, for a
+# worker SIGKILLed mid-drain: its runs are taken over once L9 sees the process gone.
+job(
+    "tests.w5.killed",
+    lease=timedelta(seconds=2),
+    retry=Retry(max_attempts=10, base=timedelta(milliseconds=100), cap=timedelta(seconds=1)),
+)(counted_walk.handler)
+
+# C2 across the threads of one process and across processes: one pass at a time. A long
+# lease, as for tests.limited.workers above, so the count is exactly what C2 promises.
+job("tests.w5.limited_one", lease=timedelta(seconds=60), limit=Limit(concurrency=1))(_logged_sleep)
+
+# L10 on a worker's threads: 0.6 s leases renewed by each pass's own heartbeat.
+job("tests.w5.heartbeat", lease=timedelta(milliseconds=600), heartbeat=True)(_logged_sleep)
+
+
+def _timed_steps(p):
+    """``payload["steps"]`` steps of ``payload["step_seconds"]`` each, the interval logged:
+    a pass longer than its job's timeout learns at a step boundary (R10)."""
+    import os
+    import time
+
+    from tests.models import PassLog
+
+    log = PassLog.objects.create(
+        run_id=p.run.id, pid=os.getpid(), started_ns=time.monotonic_ns(), ended_ns=0
+    )
+    try:
+        for index in range(p.payload["steps"]):
+            p.step(f"s{index}", lambda: time.sleep(p.payload["step_seconds"]))
+    finally:
+        PassLog.objects.filter(pk=log.pk).update(ended_ns=time.monotonic_ns())
+    return p.done()
+
+
+# R10 per pass: one second for each pass, one attempt, so a timed-out pass fails at once.
+job(
+    "tests.w5.timed",
+    lease=timedelta(seconds=30),
+    timeout=timedelta(seconds=1),
+    retry=Retry(max_attempts=1),
+)(_timed_steps)

@@ -152,3 +152,29 @@ def cancelled_mid_call(context: Any) -> str:
 
     cancel(context.task_result.id, by="ops")
     return "finished anyway"
+
+
+# -- added for tests/test_tasks_failures.py and test_tasks_config.py -------------------------
+
+
+@task
+def returns_text(length: int) -> str:
+    """A return value of *length* characters: past a small ``VALUE_MAX_BYTES``, refused (R2)."""
+    return "x" * length
+
+
+@task
+def fails_connecting(url: str) -> None:
+    """Fail with a cause that quotes *url*, as a driver's connection error does (SPEC §10)."""
+    try:
+        raise ConnectionError(f"could not reach {url}")
+    except ConnectionError as exc:
+        raise RuntimeError("the report could not be sent") from exc
+
+
+if PER_TASK_OPTIONS:
+
+    @task(timeout=0.1)  # seconds, as OPTIONS["TIMEOUT"] takes them (SPEC §9)
+    def hurried_in_seconds(seconds: float) -> float:
+        time.sleep(seconds)
+        return seconds

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import django
 import pytest
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Permission, User
@@ -50,6 +51,19 @@ def test_a2_detail_decodes_and_pretty_prints_payload_cursor_counters(admin_clien
     assert "&quot;page&quot;: 7" in content
     assert "&quot;source&quot;: &quot;crm&quot;" in content
     assert "&quot;imported&quot;: 70" in content
+
+
+def test_a2_r3_a_run_whose_handler_forgets_to_return_says_so_on_its_page(admin_client):
+    """R3 + issue 18: after IDLE_PASSES_WARN passes that changed nothing, the run's page
+    says so, as the drive's warnings and the log did once."""
+    from django_leasejobs.passes import IDLE_PASSES_WARN
+
+    idle = RunFactory(idle_passes=IDLE_PASSES_WARN)
+    busy = RunFactory(idle_passes=IDLE_PASSES_WARN - 1)
+    content = admin_client.get(f"{RUNS}{idle.pk}/change/").content.decode()
+    assert "leasejobs-idle" in content
+    assert "forget to return p.advance(cursor) or p.done()?" in content
+    assert "leasejobs-idle" not in admin_client.get(f"{RUNS}{busy.pk}/change/").content.decode()
 
 
 def test_a2_a_malformed_row_shows_its_raw_text_and_the_decode_error(admin_client):
@@ -163,6 +177,17 @@ def test_a5_pause_asks_for_a_note_then_pauses_and_resume_resumes(admin_client, s
     resumed = act(admin_client, SCHEDULES, "resume_schedules", schedule)
     assert "1 schedule resumed." in resumed.content.decode()
     assert LogEntry.objects.filter(object_id=str(schedule.pk)).count() == 2
+
+
+def test_a5_the_pause_page_has_the_breadcrumbs_the_running_admin_styles(admin_client, schedule):
+    """Django 6.1 styles ``ol.breadcrumbs`` and no longer ``div.breadcrumbs`` (its CSS names
+    the element): the page writes the one the running Django styles."""
+    content = act(admin_client, SCHEDULES, "pause_schedules", schedule).content.decode()
+    ol = django.VERSION >= (6, 1)
+    assert ('<ol class="breadcrumbs">' in content) is ol
+    assert ('<div class="breadcrumbs">' in content) is not ol
+    assert ('<li aria-current="page">Pause</li>' in content) is ol
+    assert f'<a href="{SCHEDULES}">Schedules</a>' in content
 
 
 def test_a5_run_now_and_its_refusal(admin_client, schedule):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import django
 import pytest
 from django.contrib import admin
 from django.contrib.auth.models import User
@@ -181,6 +182,19 @@ def test_a2_the_detail_of_a_row_it_cannot_read_shows_each_column(admin_client, u
         assert str(Run._meta.get_field(column).verbose_name).lower() in content.lower()
         assert "Could not decode" not in content
         assert "with text" not in content
+
+
+def test_a2_the_page_of_a_row_it_cannot_read_has_the_running_admins_breadcrumbs(
+    admin_client, unreadable
+):
+    """As Django's own pages: ``ol.breadcrumbs`` from Django 6.1, ``div.breadcrumbs`` before."""
+    run, _column = unreadable[0]
+    content = admin_client.get(f"{RUNS}{run.pk}/change/").content.decode()
+    assert "cannot give this run back as a whole" in content
+    ol = django.VERSION >= (6, 1)
+    assert ('<ol class="breadcrumbs">' in content) is ol
+    assert ('<div class="breadcrumbs">' in content) is not ol
+    assert (f'<li aria-current="page">{run.pk}</li>' in content) is ol
 
 
 def test_a3_an_unreadable_row_is_cancelled_and_not_retried(admin_client, unreadable):

@@ -55,14 +55,14 @@ def test_d1_a_run_claimed_elsewhere_since_the_snapshot_is_skipped(define, monkey
     start(spec, "second", instance="b")
     from django_leasejobs import driver
 
-    original = driver._snapshot
+    original = driver.snapshot
 
     def snapshot_then_lose_one(*args):
         keys = original(*args)
         assert store.claim(first.pk, "elsewhere", timedelta(minutes=1), "h", takeover=False)
         return keys
 
-    monkeypatch.setattr(driver, "_snapshot", snapshot_then_lose_one)
+    monkeypatch.setattr(driver, "snapshot", snapshot_then_lose_one)
     report = run_due_jobs(jobs=[spec.name])
     assert calls == ["second"]
     assert report.attempted == 1
@@ -284,9 +284,9 @@ def test_budget_each_new_step_costs_one_short_transaction(define, drive, warm):
 @pytest.fixture
 def housekeeping_due(monkeypatch):
     """Make the next drive's per-minute housekeeping due (it runs once a minute per process)."""
-    from django_leasejobs import driver
+    from django_leasejobs.housekeeping import chores
 
-    monkeypatch.setattr(driver, "_last_sweep", None)
+    monkeypatch.setattr(chores, "last_sweep", None)
 
 
 def test_s11_stranded_rows_are_reported_in_the_drives_warnings(drive, housekeeping_due):
@@ -322,7 +322,7 @@ def test_d1_after_a_lost_claim_the_drive_moves_on_and_the_next_drive_takes_the_r
         return take(run_id, *args, **kwargs)
 
     monkeypatch.setattr(store, "take", take_but_lose_the_first)
-    monkeypatch.setattr("django_leasejobs.driver.random.randrange", lambda n: 5)
+    monkeypatch.setattr("django_leasejobs.dispatch.random.randrange", lambda n: 5)
     first = drive(spec)
     assert first.attempted == 29 - 5  # it stepped over five of the runs behind the lost one
     monkeypatch.setattr(store, "take", take)

@@ -193,6 +193,40 @@ def test_c1_a_key_that_raises_is_an_invalid_key_and_nothing_is_written(keyed):
     assert not Run.objects.filter(job=keyed.name).exists()
 
 
+@pytest.mark.parametrize(
+    "raised", [SystemExit(3), GeneratorExit(), BaseException("odd")], ids=lambda e: type(e).__name__
+)
+def test_c1_s11_a_key_raising_system_exit_is_an_invalid_key_naming_the_job(define, raised):
+    """§11 (revision 3): ``SystemExit`` -- any ``BaseException`` but ``KeyboardInterrupt`` --
+    from a key function is an ordinary refusal naming the job, and nothing is written."""
+
+    def key(payload):
+        raise raised
+
+    spec = define("t.c1.exits", handler, limit=Limit(concurrency=1, key=key))
+    with pytest.raises(InvalidKey, match=re.escape(spec.name)) as refused:
+        start(spec, {"account": "acme"})
+    assert refused.value.__cause__ is raised
+    with pytest.raises(InvalidKey, match=r"items\.0"):
+        start_many(spec, [("a", {"account": "acme"})])
+    assert not Run.objects.filter(job=spec.name).exists()
+
+
+def test_c1_s11_ctrl_c_in_a_key_function_stops_the_start_and_writes_nothing(define):
+    """§11 (revision 3): ``KeyboardInterrupt`` goes through as it is (docs: Ctrl-C still
+    stops the caller); the key is computed before anything is written."""
+
+    def key(payload):
+        raise KeyboardInterrupt
+
+    spec = define("t.c1.interrupted", handler, limit=Limit(concurrency=1, key=key))
+    with pytest.raises(KeyboardInterrupt):
+        start(spec, {"account": "acme"})
+    with pytest.raises(KeyboardInterrupt):
+        start_many(spec, [("a", {"account": "acme"})])
+    assert not Run.objects.filter(job=spec.name).exists()
+
+
 def test_c1_an_invalid_key_names_the_job(keyed):
     """§11: "a ``limit`` key function that raises or returns a non-str -- error at
     ``start()``, naming the job"; ``start_many`` names the job and the item."""
@@ -676,11 +710,11 @@ def test_c_retention_prunes_idle_slots_and_rate_states_and_keeps_held_ones(
 ):
     """S7 + §14: free slots and rate states already passed mean what a missing row means,
     so retention deletes them; a held slot and a rate state still ahead are kept."""
-    from django_leasejobs import driver
+    from django_leasejobs.housekeeping import chores
 
     # This process's hourly prune has just run: the drive below must not prune again
     # (as it would, run first in a fresh process), or the slots it creates would go.
-    monkeypatch.setattr(driver, "_last_prune", time.monotonic())
+    monkeypatch.setattr(chores, "last_prune", time.monotonic())
     now = frozen_clock.now()
     (held,) = hold_slots(LIMITED, 1, until=now + timedelta(hours=1))
     hold_slots(KEYED, 1, until=now - SECOND, key="gone")  # its lease ran out

@@ -96,6 +96,53 @@ def test_r3_returning_none_keeps_the_cursor(define, drive, frozen_clock):
     assert after.status == RunStatus.RUNNING
 
 
+def test_r3_a_handler_that_forgets_to_return_is_reported_once_after_the_documented_passes(
+    define, drive, caplog
+):
+    """R3 keeps the cursor of a pass that returns None; 100 such passes in a row with no
+    step recorded (IDLE_PASSES_WARN) are reported once: a log warning, the drive's
+    warnings, and the run's ``idle_passes`` for the admin. The run goes on as R3 says."""
+    from django_leasejobs.passes import IDLE_PASSES_WARN
+
+    def forgetful(p):
+        p.count("calls")  # counts, but returns nothing: the cursor never moves
+
+    spec = define("t.r3.forgets", forgetful)
+    run = start(spec).run
+    with caplog.at_level("WARNING", logger="django_leasejobs"):
+        report = drive(spec, max_passes=IDLE_PASSES_WARN + 20)
+    assert report.advanced == IDLE_PASSES_WARN + 20  # still R3: each pass committed
+    warned = [note for note in report.warnings if "forget to return" in note.text]
+    assert [note.run_id for note in warned] == [run.pk]
+    assert f"{IDLE_PASSES_WARN} passes in a row" in warned[0].text
+    logged = [r for r in caplog.records if "forget to return" in r.getMessage()]
+    assert len(logged) == 1
+    assert run.pk in logged[0].getMessage()
+    stored = fresh(run)
+    assert stored.idle_passes == IDLE_PASSES_WARN + 20
+    assert stored.status == RunStatus.RUNNING
+    assert json.loads(stored.counters) == {"calls": IDLE_PASSES_WARN + 20}
+
+
+def test_r3_a_pass_that_moves_the_cursor_or_records_a_step_is_not_idle(define, drive):
+    """Only passes that change nothing count: a new cursor, or a step, sets the count to 0."""
+
+    def handler(p):
+        if p.payload == "step" and p.attempt == 1:
+            p.step(f"s{p.counters.get('n', 0)}", lambda: 1)
+        p.count("n")
+        if p.payload == "advance":
+            return p.advance(p.counters["n"])
+        return None
+
+    spec = define("t.r3.busy", handler)
+    runs = [start(spec, kind, instance=kind).run for kind in ("advance", "step", "none")]
+    report = drive(spec, max_passes=5)
+    assert report.advanced == 15
+    assert [fresh(run).idle_passes for run in runs] == [0, 0, 5]
+    assert not report.warnings
+
+
 def test_r3_explicit_none_cursor_restarts_while_omitted_keeps(define, drive):
     seen = []
 

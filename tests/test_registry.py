@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -121,6 +122,30 @@ def test_s11_an_async_handler_is_refused_until_async_is_supported(scratch):
 
     with pytest.raises(InvalidJob, match=r"'scratch\.async'.*async function"):
         job("scratch.async")(handler)
+
+
+class _AsyncCallable:
+    async def __call__(self, p):
+        return p.done()
+
+
+async def _async_handler(p, extra=None):
+    return p.done()
+
+
+async def _async_generator(p):
+    yield p
+
+
+@pytest.mark.parametrize(
+    "handler",
+    [_AsyncCallable(), functools.partial(_async_handler, extra=1), _async_generator],
+    ids=["async-call-method", "partial-of-async", "async-generator"],
+)
+def test_s11_s15_every_async_callable_is_refused_naming_async_to_sync(scratch, handler):
+    """§11, §15 (revision 3): passes run on the worker's threads (W5), synchronously."""
+    with pytest.raises(InvalidJob, match=r"'scratch\.async2'.*async_to_sync"):
+        job("scratch.async2")(handler)
 
 
 def test_duplicate_name_from_another_function_is_refused(scratch):

@@ -107,6 +107,28 @@ def test_s7_live_runs_are_never_pruned_whatever_their_age(frozen_clock, status):
 
 
 @pytest.mark.django_db
+def test_s7_a7_a_run_cancelled_while_its_pass_is_in_flight_keeps_its_key_through_a_prune(
+    frozen_clock,
+):
+    """§3 ``cancel`` + A7: a cancelled run whose pass may still run keeps its key until that
+    pass stops; pruning it would free the key under the pass, as Delete did (issue 18)."""
+    ancient = frozen_clock.now() - 3650 * DAY
+    stopping = RunFactory(
+        status=RunStatus.CANCELLED,
+        started_at=ancient,
+        ended_at=ancient,
+        live_key="t.prune.cancelled|default",
+        lease_owner="the-pass-in-flight",
+        next_attempt_at=frozen_clock.now() + timedelta(minutes=5),
+    )
+
+    report = prune(older_than=timedelta(0))
+
+    assert report.runs == 0
+    assert Run.objects.filter(pk=stopping.pk, live_key__isnull=False).exists()
+
+
+@pytest.mark.django_db
 def test_s7_missed_records_older_than_the_cutoff_are_deleted(frozen_clock):
     now = frozen_clock.now()
     old = [missed("tests.cron", now - 40 * DAY + n * timedelta(minutes=1)) for n in range(3)]

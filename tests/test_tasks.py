@@ -851,7 +851,7 @@ def test_tasks_per_task_safe_to_repeat_false_holds_a_task_whose_worker_died(froz
         {"retry": {"attempts": 2}},
         {"retry": "twice"},
         {"timeout": timedelta(0)},
-        {"timeout": 5},
+        {"timeout": "5"},  # a number of seconds is a timeout (SPEC §9); a str is not
         {"safe_to_repeat": "no"},
         {"safe_to_repeat": 1},
     ],

@@ -191,8 +191,9 @@ def listener():
 
 
 def _worker(*, interval: str, env: dict[str, str] | None = None):
+    # -v 2: every drive prints its report, an idle one too (D5), so a test reads each drive.
     worker = django_command(
-        "rundueJobs", "--loop", "--interval", interval, "--job", "tests.noop", env=env
+        "rundueJobs", "--loop", "--interval", interval, "--job", "tests.noop", "-v", "2", env=env
     )
     return worker, Lines(worker.stdout)
 

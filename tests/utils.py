@@ -20,3 +20,25 @@ def statements(captured) -> list[str]:
 def fresh(obj):
     """*obj* (a run, a step, a schedule) as the database holds it now."""
     return type(obj).objects.get(pk=obj.pk)
+
+
+def until(predicate, seconds: float, every: float = 0.05) -> bool:
+    """Poll *predicate* until it holds or *seconds* pass; whether it held (one last look)."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(every)
+    return bool(predicate())
+
+
+def stop_worker(worker, timeout: float = 60) -> tuple[str, str]:
+    """SIGTERM a worker process, wait for it; its output. A worker that fails to stop fails."""
+    import signal
+
+    worker.send_signal(signal.SIGTERM)
+    out, err = worker.communicate(timeout=timeout)
+    assert worker.returncode == 0, err
+    return out, err

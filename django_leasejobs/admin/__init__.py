@@ -1,4 +1,4 @@
-"""The operators' admin (SPEC §8, A1-A6).
+"""The operators' admin (SPEC §8, A1-A7).
 
 Operators read runs and schedules here and act on them through
 :mod:`django_leasejobs.operators` -- compare-and-set functions (cancel, retry,
@@ -13,6 +13,7 @@ refuses in text) is an invalid lookup, and an action on a job this process
 does not register is refused with a warning.
 
 * :mod:`.runs` and :mod:`.run_actions` -- the run pages and their actions;
+  :mod:`.run_deletes` -- deleting finished runs, never a live one (A7);
 * :mod:`.tasks` -- what the run pages show of a Django task's run (SPEC §9);
 * :mod:`.schedules` -- the schedule pages, their actions, the missed ledger;
 * :mod:`.common` -- what they share; :mod:`.display` -- how values are shown;

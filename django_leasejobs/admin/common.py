@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, cast
 
+import django
 from django.contrib import admin, messages
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.views.main import ERROR_FLAG, ChangeList
@@ -25,6 +26,25 @@ if TYPE_CHECKING:
 else:  # The admin classes are not subscriptable at runtime.
     RunModelAdmin = ScheduleModelAdmin = MissedModelAdmin = admin.ModelAdmin
     StepTabularInline = admin.TabularInline
+
+
+#: Whether the running admin styles ``<ol class="breadcrumbs">``: Django 6.1 moved its
+#: breadcrumbs from ``<div class="breadcrumbs">`` to a list, and its CSS names the element.
+OL_BREADCRUMBS = django.VERSION >= (6, 1)
+
+
+def page_context(model_admin: Any, request: HttpRequest, **context: Any) -> dict[str, Any]:
+    """The context of one of this app's own admin pages (a confirmation, a row it cannot read).
+
+    The site's context and the model's options, and which breadcrumbs markup
+    the running admin styles (``admin/leasejobs/includes/breadcrumbs.html``).
+    """
+    return {
+        **model_admin.admin_site.each_context(request),
+        "opts": model_admin.model._meta,
+        "leasejobs_ol_breadcrumbs": OL_BREADCRUMBS,
+        **context,
+    }
 
 
 class ReadOnlyMixin:

@@ -16,14 +16,16 @@ from django.utils.translation import ngettext
 
 from django_leasejobs.errors import unreadable_reason
 from django_leasejobs.models import Run, Step
+from django_leasejobs.passes import IDLE_PASSES_WARN, IDLE_WARNING
 from django_leasejobs.reading import READ_ERRORS
-from django_leasejobs.states import FailureCode
+from django_leasejobs.states import FailureCode, RunStatus
 
 from .common import (
     GuardedActionsMixin,
     ReadOnlyMixin,
     SafeChangeList,
     StepTabularInline,
+    page_context,
 )
 from .display import (
     CappedCountPaginator,
@@ -38,6 +40,7 @@ from .filters import RUN_ID, HeldFilter, JobFilter, QueueFilter, TaskFilter, hel
 from .limits import limit_text, waiting_for
 from .reading import placeholder, read_columns, read_robustly, unreadable
 from .run_actions import RunActions
+from .run_deletes import RunDeletes
 from .tasks import (
     TASK_FIELDS,
     TaskSection,
@@ -89,7 +92,7 @@ class StepInline(ReadOnlyMixin, StepTabularInline):
 
 
 @admin.register(Run)
-class RunAdmin(GuardedActionsMixin, ReadOnlyMixin, TaskSection, RunActions):
+class RunAdmin(GuardedActionsMixin, ReadOnlyMixin, TaskSection, RunDeletes, RunActions):
     list_display = (
         "short_id",
         "what_display",
@@ -121,7 +124,8 @@ class RunAdmin(GuardedActionsMixin, ReadOnlyMixin, TaskSection, RunActions):
     show_full_result_count = False
     list_per_page = 50
     inlines = (StepInline,)
-    actions = ("cancel_runs", "retry_runs", "release_resume", "release_fail")
+    # Django's "Delete selected" replaced by one that refuses live runs (A7), first as Django's.
+    actions = ("delete_selected", "cancel_runs", "retry_runs", "release_resume", "release_fail")
     guarded_actions = actions
     fieldsets = (
         (
@@ -253,15 +257,15 @@ class RunAdmin(GuardedActionsMixin, ReadOnlyMixin, TaskSection, RunActions):
         return TemplateResponse(
             request,
             "admin/leasejobs/run/unreadable.html",
-            {
-                **self.admin_site.each_context(request),
-                "opts": self.opts,
-                "title": _("View %s") % self.opts.verbose_name,
-                "subtitle": obj.pk,
-                "object_id": obj.pk,
-                "reason": reason,
-                "columns": read_columns(obj.pk),
-            },
+            page_context(
+                self,
+                request,
+                title=_("View %s") % self.opts.verbose_name,
+                subtitle=obj.pk,
+                object_id=obj.pk,
+                reason=reason,
+                columns=read_columns(obj.pk),
+            ),
         )
 
     def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
@@ -298,7 +302,14 @@ class RunAdmin(GuardedActionsMixin, ReadOnlyMixin, TaskSection, RunActions):
             )
         badge = status_badge(run.status, run.get_status_display())
         waiting = waiting_for(run)
-        return format_html("{} {}", badge, waiting) if waiting else badge
+        badge = format_html("{} {}", badge, waiting) if waiting else badge
+        if run.status == RunStatus.RUNNING and run.idle_passes >= IDLE_PASSES_WARN:
+            # R3 keeps the run going: say why it may never end (issue 18).
+            idle = IDLE_WARNING.format(passes=run.idle_passes)
+            return format_html(
+                '{} <span class="leasejobs-idle" style="color:#92400e">{}</span>', badge, idle
+            )
+        return badge
 
     @admin.display(description=_("limit"))
     def limit_display(self, run: Run) -> str:

@@ -34,6 +34,7 @@ from .common import (
     actor,
     cannot_be_read,
     not_registered,
+    page_context,
     report_outcome,
 )
 from .display import (
@@ -214,13 +215,13 @@ class ScheduleAdmin(GuardedActionsMixin, ReadOnlyMixin, ScheduleModelAdmin):
             return TemplateResponse(
                 request,
                 "admin/leasejobs/schedule/pause.html",
-                {
-                    **self.admin_site.each_context(request),
-                    "opts": self.model._meta,
-                    "schedules": queryset,
-                    "note_max": operators.NOTE_MAX,
-                    "title": _("Pause schedules"),
-                },
+                page_context(
+                    self,
+                    request,
+                    schedules=queryset,
+                    note_max=operators.NOTE_MAX,
+                    title=_("Pause schedules"),
+                ),
             )
         note = request.POST.get("note", "")[: operators.NOTE_MAX]
         done = asked = 0

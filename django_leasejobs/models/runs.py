@@ -99,6 +99,15 @@ class Run(models.Model):
         ),
     )
     progress_total = models.PositiveBigIntegerField(_("progress total"), null=True, blank=True)
+    idle_passes = models.PositiveIntegerField(
+        _("idle passes"),
+        default=0,
+        editable=False,
+        help_text=_(
+            "Consecutive passes that returned with the cursor unchanged and no step "
+            "recorded: a handler that forgets to return p.advance() or p.done()."
+        ),
+    )
     live_key = KeyField(
         _("live key"),
         max_length=JOB_NAME_LENGTH + 1 + INSTANCE_LENGTH,

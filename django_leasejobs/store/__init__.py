@@ -20,7 +20,8 @@ The verbs, in the order a run meets them:
 * :mod:`.outcomes` -- :func:`record_step` / :func:`renew` while the pass
   runs, then one outcome: :func:`commit`, :func:`settle`, :func:`defer` or
   :func:`hold`;
-* :mod:`.cancels` -- what the operators' verbs (:mod:`..operators`) write.
+* :mod:`.cancels` -- what the operators' verbs (:mod:`..operators`) write;
+  :mod:`.deletes` -- what an operator's delete writes: runs that hold no key (A7).
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ from .cancels import (
     stop_cancelled,
 )
 from .claims import Missed, begin, claim, miss, read_claimed, release_dead_holder, take
-from .limits import Admission, begin_limited, hold_back, throttle
+from .deletes import delete_finished, free_of_key, holding_key
+from .limits import Admission, begin_limited, hold_back, rejudge, throttle
 from .outcomes import commit, defer, hold, record_step, renew, settle
 from .starts import StartResult, check_key, start, start_as
 
@@ -56,12 +58,16 @@ __all__ = [
     "claim",
     "commit",
     "defer",
+    "delete_finished",
     "free_expired_cancel",
+    "free_of_key",
     "hold",
     "hold_back",
+    "holding_key",
     "miss",
     "read_claimed",
     "record_step",
+    "rejudge",
     "release_dead_holder",
     "release_expired_cancels",
     "release_held",

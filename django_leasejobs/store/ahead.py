@@ -15,7 +15,7 @@ from datetime import timedelta
 from functools import cache
 from typing import Any
 
-from django.db import DatabaseError
+from django.db import DatabaseError, transaction
 from django.db.models import CharField, DurationField
 from django.db.models.functions import Concat, Substr
 
@@ -26,7 +26,7 @@ from django_leasejobs.ids import new_id
 from django_leasejobs.models import Run
 from django_leasejobs.querysets import RunQuerySet
 
-from .base import alias, conflicts_retried, now, runs
+from .base import alias, conflicts_retried, notify, now, runs
 from .claims import read_claimed
 from .compiled import AS_IS, KEY, Slots, Statement, returns_rows
 
@@ -104,12 +104,19 @@ def take_ahead(run_ids: list[str], lease: timedelta, holder: str) -> tuple[str, 
 
 @conflicts_retried
 def give_back(prefix: str, run_ids: list[str]) -> int:
-    """Release claims made ahead and never begun: due again now, uncharged (L2, L8)."""
+    """Release claims made ahead and never begun: due again now, uncharged (L2, L8).
+
+    Announced (W2) in the same transaction, so an idle worker takes them.
+    """
     at = now()
     owners = [owner_of(prefix, run_id) for run_id in run_ids]
-    return (
-        runs()
-        .filter(pk__in=run_ids, lease_began_at__isnull=True)
-        .held_by_any(owners)
-        .update(lease_owner=None, next_attempt_at=at, updated_at=at)
-    )
+    with transaction.atomic(using=alias()):
+        given = (
+            runs()
+            .filter(pk__in=run_ids, lease_began_at__isnull=True)
+            .held_by_any(owners)
+            .update(lease_owner=None, next_attempt_at=at, updated_at=at)
+        )
+        if given:
+            notify(alias())
+    return given

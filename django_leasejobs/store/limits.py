@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 from django.db import connections, transaction
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, Q
 
 from django_leasejobs.clock import plus
 from django_leasejobs.limits import Limit, Rate
@@ -42,6 +42,7 @@ __all__ = [
     "hold_back",
     "prune_idle",
     "rate_states",
+    "rejudge",
     "slots_in_use",
     "throttle",
 ]
@@ -215,6 +216,40 @@ def hold_back(run_ids: list[str], which: Throttle, until: datetime | None, wait:
         .filter(pk__in=run_ids)
         .update(next_attempt_at=_due(at, wait, until), throttled_by=which, updated_at=at)
     )
+
+
+@conflicts_retried
+def rejudge(jobs: tuple[str, ...], limit: Limit | None) -> int:
+    """C5: bring what *jobs*' runs wait for under *limit*, their limit as the code says now.
+
+    A looser or removed limit must not be waited out under the old rule. A
+    rate's state never looks further ahead than one interval of the new rate
+    (under an unchanged rule it never does, so this writes nothing), and a
+    run held back for longer than the new rule would hold it -- by a rate
+    now faster or gone, or by a concurrency limit now gone -- is due now, to
+    be judged afresh by the drive that follows. A stricter rule needs
+    nothing: it holds from the next begin on. Returns how many runs moved.
+    """
+    at = now()
+    rate = None if limit is None else limit.rate
+    states = RateState.objects.using(alias()).filter(job__in=jobs)
+    stale = Q(throttled_by=Throttle.RATE)
+    if rate is not None:
+        stale &= Q(next_attempt_at__gt=plus(at, rate.interval))
+    if limit is None or limit.concurrency is None:
+        stale |= Q(throttled_by=Throttle.CONCURRENCY)
+    with transaction.atomic(using=alias()):
+        if rate is None:
+            states.delete()
+        else:
+            ahead = plus(at, rate.interval)
+            states.filter(tat__gt=ahead).update(tat=ahead)
+        return (
+            runs()
+            .waiting()
+            .filter(stale, job__in=jobs, next_attempt_at__gt=at)
+            .update(next_attempt_at=at, throttled_by="", updated_at=at)
+        )
 
 
 def prune_idle() -> int:

@@ -123,7 +123,14 @@ def record_step(
 
 @cache
 def _commit(
-    *, done: bool, quiet: bool, total: bool, drop_steps: bool, no_cursor: bool, result: bool
+    *,
+    done: bool,
+    quiet: bool,
+    total: bool,
+    drop_steps: bool,
+    no_cursor: bool,
+    result: bool,
+    idle: bool = False,
 ) -> Statement:
     """R3's one UPDATE, in each of its shapes (a finish, a kicked finish, an advance, ...)."""
 
@@ -143,11 +150,13 @@ def _commit(
             values["result"] = s.result
         if drop_steps:
             values["has_steps"] = False
+        if idle:
+            values["idle_passes"] = s.idle_passes
         held = _held(runs, s)
         return (held.filter(rerun_requested=False) if quiet else held), values
 
     fields = {"cursor": AS_IS, "counters": AS_IS, "total": AS_IS, "result": AS_IS}
-    return Statement({**_HELD, **fields}, build)
+    return Statement({**_HELD, **fields, "idle_passes": AS_IS}, build)
 
 
 @conflicts_retried
@@ -161,6 +170,7 @@ def commit(
     progress_total: int | None,
     drop_steps: bool,
     result: str | None = None,
+    idle_passes: int | None = None,
 ) -> bool:
     """Commit a pass that returned (R3), in one transaction.
 
@@ -171,16 +181,21 @@ def commit(
     for it (``rerun_requested``), the follow-up run starts in the same
     transaction, so the key is never free for a moment in between. A finish
     with a *result* (already encoded) stores it in the run's ``result``.
+    *idle_passes*, when given, is the run's new count of passes in a row that
+    changed nothing (:data:`~django_leasejobs.passes.IDLE_PASSES_WARN`); the
+    lease makes the count read at the claim the row's own.
     """
     using = alias()
     values: dict[str, Any] = {"run_id": run.pk, "owner": owner, "cursor": cursor}
     values |= {"counters": counters, "total": progress_total, "result": result}
+    values["idle_passes"] = idle_passes
     shape = {
         "done": done,
         "total": progress_total is not None,
         "drop_steps": drop_steps,
         "no_cursor": cursor is None,  # SQL NULL, as QuerySet.update() writes it
         "result": done and result is not None,
+        "idle": idle_passes is not None,
     }
     # A finish first tries the form no kick asked to follow up; most finishes
     # are that, and then nothing needs to be read back.

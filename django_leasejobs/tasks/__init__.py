@@ -8,12 +8,14 @@ Django 6 ships the framework as ``django.tasks``; on Django 5.2 install
 
 The path of a task run: :mod:`.backend` (enqueue, get_result) ->
 :mod:`.envelope` (what the run stores) -> :mod:`.execution` (the built-in
-job's pass) -> :mod:`.results` (the run read back as a ``TaskResult``).
+job's pass; :mod:`.failures`, what a failure shows) -> :mod:`.results` (the
+run read back as a ``TaskResult``).
 """
 
 from __future__ import annotations
 
 from .backend import LeaseJobsBackend
+from .failures import RedactedError
 from .options import TASK_JOB, LeaseJobsTask
 
-__all__ = ["TASK_JOB", "LeaseJobsBackend", "LeaseJobsTask"]
+__all__ = ["TASK_JOB", "LeaseJobsBackend", "LeaseJobsTask", "RedactedError"]

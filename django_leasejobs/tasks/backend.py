@@ -33,6 +33,27 @@ __all__ = ["LeaseJobsBackend"]
 #: A run id: a ULID's 26 characters of Crockford base32 (:mod:`..ids`).
 RUN_ID = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")
 
+#: ``leasejobs.E100``, in the words ``check()`` and ``enqueue()`` both use.
+NOT_INSTALLED = (
+    "{where} uses django_leasejobs.tasks.LeaseJobsBackend, but 'django_leasejobs' "
+    "is not in INSTALLED_APPS: its runs have no table."
+)
+NOT_INSTALLED_HINT = "Add 'django_leasejobs' to INSTALLED_APPS and run migrate."
+
+#: What ``QUEUES`` may be. The framework makes a set of it, so the str
+#: ``"default"`` would be the queues ``"d"``, ``"e"``, ``"f"``...
+QUEUE_COLLECTIONS = (list, tuple, set, frozenset)
+
+
+def queues_problem(queues: object) -> str | None:
+    """What is wrong with *queues* as an alias's ``QUEUES`` as a whole, or ``None``."""
+    if isinstance(queues, QUEUE_COLLECTIONS):
+        return None
+    return (
+        f"QUEUES must be a list, tuple or set of queue names, "
+        f"got {type(queues).__name__} {queues!r}"
+    )
+
 
 class LeaseJobsBackend(compat.BaseTaskBackend):
     """The production backend: each task a run with a lease, retries and a heartbeat.
@@ -51,13 +72,30 @@ class LeaseJobsBackend(compat.BaseTaskBackend):
     supports_priority = True
 
     def __init__(self, alias: str, params: dict[str, Any]) -> None:
+        # OPTIONS and QUEUES are read here only, and never raise: check() reports them.
+        self.queues_given = params.get("QUEUES", [compat.DEFAULT_TASK_QUEUE_NAME])
+        self.queues_problem = queues_problem(self.queues_given)
+        if self.queues_problem is not None:
+            # Not the framework's set of whatever it was (a str's letters): no queue,
+            # and validate_task() refuses every task with the reason.
+            params = {**params, "QUEUES": []}
         super().__init__(alias, params)
-        # OPTIONS are read here only, and never raise: check() reports them.
         self.task_options = TaskOptions.read(params.get("OPTIONS", {}))
+
+    def _where(self) -> str:
+        return f"TASKS[{self.alias!r}]"
+
+    def _require_app(self) -> None:
+        """Refuse in E100's words, before any model is imported (whose error would not say why)."""
+        if not apps.is_installed("django_leasejobs"):
+            message = NOT_INSTALLED.format(where=self._where())
+            raise ImproperlyConfigured(f"{message} {NOT_INSTALLED_HINT}")
 
     # -- enqueue -------------------------------------------------------------------------
 
     def validate_task(self, task: compat.AnyTask) -> None:
+        if self.queues_problem is not None:  # E103: no queue name is in such QUEUES
+            raise compat.InvalidTask(f"{self._where()}: {self.queues_problem}")
         super().validate_task(task)
         if type(task.priority) is not int:  # SPEC §2: 5.0 or True is not a priority
             raise compat.InvalidTask(f"priority must be an int, got {task.priority!r}")
@@ -82,8 +120,10 @@ class LeaseJobsBackend(compat.BaseTaskBackend):
             An argument JSON would not return unchanged; also a ``TypeError``.
             It names the value: ``args.0``, ``kwargs.name.3``.
         ImproperlyConfigured
-            This backend's ``OPTIONS`` are invalid (``manage.py check`` says how).
+            ``django_leasejobs`` is not in ``INSTALLED_APPS``, or this backend's
+            ``OPTIONS`` are invalid (``manage.py check`` says how).
         """
+        self._require_app()
         # Imported here, not at the top: see the module docstring.
         from django_leasejobs.codec import encode
         from django_leasejobs.store.starts import Route, Row, insert
@@ -94,7 +134,7 @@ class LeaseJobsBackend(compat.BaseTaskBackend):
         self.validate_task(task)
         if self.task_options.problems:
             raise ImproperlyConfigured(
-                f"TASKS[{self.alias!r}]['OPTIONS']: {self.task_options.problems[0]}"
+                f"{self._where()}['OPTIONS']: {self.task_options.problems[0]}"
             )
         envelope = Envelope.of(task, args, kwargs, self.alias)
         row = Row(new_id(), envelope.instance, encode(envelope.payload(), "payload"), None)
@@ -111,8 +151,10 @@ class LeaseJobsBackend(compat.BaseTaskBackend):
         """The task run *result_id* as it stands, from any thread or process.
 
         Raises ``TaskResultDoesNotExist`` for an unknown or malformed id, the
-        id of a run that is not a task's, or a task whose path no longer imports.
+        id of a run that is not a task's, or a task whose path no longer imports;
+        ``ImproperlyConfigured`` when ``django_leasejobs`` is not installed.
         """
+        self._require_app()
         from django_leasejobs.models import Run  # not at the top: see the module docstring
 
         from .envelope import TaskGone
@@ -131,18 +173,19 @@ class LeaseJobsBackend(compat.BaseTaskBackend):
 
     def check(self, **kwargs: Any) -> Iterable[checks.CheckMessage]:
         """Misconfiguration, with ``leasejobs.E1xx`` ids (``manage.py check``)."""
-        where = f"TASKS[{self.alias!r}]"
+        where = self._where()
         if not compat.AVAILABLE:
             yield checks.Error(f"{where}: {compat.MISSING}.", id="leasejobs.E101")
         if not apps.is_installed("django_leasejobs"):
             yield checks.Error(
-                f"{where} uses django_leasejobs.tasks.LeaseJobsBackend, but "
-                "'django_leasejobs' is not in INSTALLED_APPS: its runs have no table.",
-                hint="Add 'django_leasejobs' to INSTALLED_APPS and run migrate.",
-                id="leasejobs.E100",
+                NOT_INSTALLED.format(where=where), hint=NOT_INSTALLED_HINT, id="leasejobs.E100"
             )
         for problem in self.task_options.problems:
             yield checks.Error(f"{where}['OPTIONS']: {problem}.", id="leasejobs.E102")
+        if self.queues_problem is not None:
+            given = self.queues_given
+            hint = f"For one queue, write QUEUES = [{given!r}]." if isinstance(given, str) else None
+            yield checks.Error(f"{where}: {self.queues_problem}.", hint=hint, id="leasejobs.E103")
         for queue in sorted(self.queues, key=str):
             if refused := queue_problem("QUEUES", queue):
                 yield checks.Error(f"{where}: {refused}.", id="leasejobs.E103")

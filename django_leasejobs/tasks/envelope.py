@@ -96,7 +96,8 @@ class Envelope:
         try:
             found = import_string(self.task)
         except ImportError as exc:
-            raise TaskGone(f"task {self.task!r} does not import ({exc})") from None
+            # From exc: the attempt's traceback shows why (a module gone, or its own import).
+            raise TaskGone(f"task {self.task!r} does not import ({exc})") from exc
         if not isinstance(found, compat.Task):
             raise TaskGone(f"{self.task!r} is not a task (it is a {type(found).__name__})")
         changes = {

@@ -12,8 +12,9 @@ retry policy (R4).
 ``task_finished`` is sent once, at the final outcome: after the commit that
 made the run ``done``, or after the settle that failed it for good -- and
 then from inside an ``except`` block, so Django's own log receiver records
-the exception with its traceback. A failure that will be retried sends
-nothing: the task has not finished.
+the exception with its traceback, as much of it as ``last_error`` shows
+(:mod:`.failures`). A failure that will be retried sends nothing: the task
+has not finished.
 """
 
 from __future__ import annotations
@@ -23,30 +24,29 @@ import logging
 import os
 import socket
 import threading
-import traceback
 from collections import OrderedDict
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import BooleanField, ExpressionWrapper, Q
 from django.utils.module_loading import import_string
 
 from django_leasejobs import compat, signals
-from django_leasejobs.codec import check_queue_safe, storable_text
-from django_leasejobs.conf import conf
+from django_leasejobs.codec import encode
 from django_leasejobs.exceptions import PassTimedOut
 from django_leasejobs.holder import process_start
 from django_leasejobs.models import WORKER_ID_LENGTH, Run, TaskAttempt
 from django_leasejobs.passes import Pass, PassResult
 from django_leasejobs.policy import Retry
 from django_leasejobs.registry import Job, registry
-from django_leasejobs.store.base import alias, now, runs
+from django_leasejobs.store.base import alias, now
 
 from .backend import LeaseJobsBackend
 from .envelope import Envelope
+from .failures import class_path, for_the_log, stored_traceback
 from .options import BACKEND_PATH, TASK_JOB, LeaseJobsTask, TaskOptions
-from .results import task_result
+from .results import read_result
 
 __all__ = ["cancelled", "read_result", "register", "run_task", "worker_id"]
 
@@ -89,7 +89,9 @@ def run_task(p: Pass) -> PassResult:
         _send(compat.task_started, task, task_result=started)
         arguments = [compat.TaskContext(task_result=started)] if task.takes_context else []
         returned = compat.normalize_json(task.call(*arguments, *envelope.args, **envelope.kwargs))
-        check_queue_safe(returned, "return_value")
+        # R2 and VALUE_MAX_BYTES here, not only at commit: a refused return value is
+        # then this attempt's NotQueueSafe, whatever the reason (SPEC §9).
+        encode(returned, "return_value")
         if p.timed_out():
             # R10: it returned too late to count; the attempt says so.
             raise PassTimedOut("the task returned after its timeout")
@@ -101,56 +103,10 @@ def run_task(p: Pass) -> PassResult:
         while len(failures) > FAILED_KEPT:
             failures.popitem(last=False)
         TaskAttempt.objects.using(alias()).filter(pk=attempt.pk).update(
-            error_class=_class_path(type(exc)), traceback=_traceback(exc)
+            error_class=class_path(type(exc)), traceback=stored_traceback(exc)
         )
         raise
     return p.done(result=returned)
-
-
-def _class_path(kind: type[BaseException]) -> str:
-    return f"{kind.__module__}.{kind.__qualname__}"[:255]
-
-
-def _traceback(exc: BaseException) -> str:
-    """The attempt's traceback; with ``REDACT_ERRORS`` its frames without any message."""
-    if conf.REDACT_ERRORS:
-        frames = traceback.format_tb(exc.__traceback__)
-        text = "".join(["Traceback (most recent call last):\n", *frames, _class_path(type(exc))])
-    else:
-        text = "".join(traceback.format_exception(exc))
-    return storable_text(text)
-
-
-# -- reading a task run back -----------------------------------------------------------------
-
-
-def read_result(run_id: str, *, status: Any = None) -> compat.AnyTaskResult:
-    """Task run *run_id* as a ``TaskResult`` (two reads: the run, then its attempts).
-
-    Raises ``Run.DoesNotExist`` for no such task run, ``ValueError`` for a
-    payload that holds no task call, ``TaskGone`` for a task that no longer imports.
-    """
-    in_flight = Q(
-        lease_began_at__isnull=False, lease_owner__isnull=False, next_attempt_at__gt=now()
-    )
-    run = (
-        runs()
-        .annotate(in_flight=ExpressionWrapper(in_flight, output_field=BooleanField()))
-        .get(pk=run_id, job=TASK_JOB)
-    )
-    decoded = run.decoded_payload()
-    if not decoded.ok:
-        raise ValueError(f"the run's payload does not parse ({decoded.error})")
-    envelope = Envelope.read(decoded.value)
-    attempts = list(TaskAttempt.objects.using(alias()).filter(run_id=run_id).order_by("pk"))
-    return task_result(
-        run,
-        attempts,
-        envelope=envelope,
-        task=envelope.bound(run),
-        in_flight=bool(run.in_flight),  # type: ignore[attr-defined]
-        status=status,
-    )
 
 
 # -- the job's options: the backend's, then the task's own -----------------------------------
@@ -165,7 +121,7 @@ def options_for(task: Any, envelope: Envelope) -> Job:
     return dataclasses.replace(
         base,
         retry=(own.retry if own and isinstance(own.retry, Retry) else options.retry),
-        timeout=(own.timeout if own and own.timeout is not None else options.timeout),
+        timeout=(own.timeout if own and isinstance(own.timeout, timedelta) else options.timeout),
         safe_to_repeat=(
             own.safe_to_repeat if own and own.safe_to_repeat is not None else options.safe_to_repeat
         ),
@@ -259,7 +215,9 @@ def _finished(sender: type[Run], run: Run, **kwargs: Any) -> None:
         _send(compat.task_finished, result.task, task_result=result)
         return
     try:
-        raise error  # so that receivers see it in sys.exc_info(), as Django's own do
+        # So that receivers see it in sys.exc_info(), as Django's own do -- as much
+        # of it as last_error shows (SPEC §10): the log receiver writes it all out.
+        raise for_the_log(error)
     except BaseException:
         _send(compat.task_finished, result.task, task_result=result)
 

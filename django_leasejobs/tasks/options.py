@@ -14,10 +14,18 @@ from datetime import timedelta
 from typing import Any
 
 from django_leasejobs import compat
-from django_leasejobs.policy import MAX_DELAY, Retry, delay_problem
+from django_leasejobs.policy import MAX_DELAY, Retry
 from django_leasejobs.registry import MIN_LEASE
 
-__all__ = ["BACKEND_PATH", "DEFAULT_RETRY", "TASK_JOB", "LeaseJobsTask", "TaskOptions", "retry_of"]
+__all__ = [
+    "BACKEND_PATH",
+    "DEFAULT_RETRY",
+    "TASK_JOB",
+    "LeaseJobsTask",
+    "TaskOptions",
+    "duration_of",
+    "retry_of",
+]
 
 #: The built-in job every task run belongs to.
 TASK_JOB = "django_leasejobs.task"
@@ -44,11 +52,32 @@ def retry_of(value: object, name: str) -> tuple[Retry | None, str | None]:
     return value, None
 
 
-def _duration(value: object) -> object:
-    """A number of seconds as a timedelta (settings files often hold numbers)."""
+def duration_of(
+    value: object, name: str, *, least: timedelta | None = None
+) -> tuple[timedelta | None, str | None]:
+    """*value* -- a timedelta, or a number of seconds -- as a timedelta, or the problem.
+
+    The one reading of a duration for ``OPTIONS["LEASE"]``, ``OPTIONS["TIMEOUT"]``
+    and ``@task(timeout=...)``, so each takes the same forms: settings files
+    and JSON often hold numbers. *least* is the shortest accepted; without
+    it, anything longer than zero. At most :data:`~django_leasejobs.policy.MAX_DELAY`.
+    """
+    found: object = value
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return timedelta(seconds=value)
-    return value
+        try:
+            found = timedelta(seconds=value)
+        except (OverflowError, ValueError):  # inf, NaN, or past what a timedelta holds
+            found = None
+    if isinstance(found, timedelta) and found <= MAX_DELAY:
+        long_enough = found > timedelta(0) if least is None else found >= least
+        if long_enough:
+            return found, None
+    most = f"{MAX_DELAY.days} days"
+    if least is None:
+        bounds = f"more than zero and at most {most}"
+    else:
+        bounds = f"from {least / timedelta(milliseconds=1):g} ms to {most}"
+    return None, f"{name} must be a timedelta or a number of seconds, {bounds}, got {value!r}"
 
 
 @dataclass(frozen=True)
@@ -75,21 +104,14 @@ class TaskOptions:
             retry, problem = retry_of(options["RETRY"], "RETRY")
             values["retry"] = retry or DEFAULT_RETRY
             problems += [problem] if problem else []
-        if options.get("LEASE") is not None:
-            lease = _duration(options["LEASE"])
-            if not isinstance(lease, timedelta) or not MIN_LEASE <= lease <= MAX_DELAY:
-                problems.append(
-                    f"LEASE must be a timedelta (or seconds) from 100 ms to "
-                    f"{MAX_DELAY.days} days, got {options['LEASE']!r}"
-                )
-            else:
-                values["lease"] = lease
-        if options.get("TIMEOUT") is not None:
-            timeout = _duration(options["TIMEOUT"])
-            if problem := delay_problem("TIMEOUT", timeout, positive=True):
+        for key, field, least in (("LEASE", "lease", MIN_LEASE), ("TIMEOUT", "timeout", None)):
+            if options.get(key) is None:
+                continue
+            duration, problem = duration_of(options[key], key, least=least)
+            if problem:
                 problems.append(problem)
             else:
-                values["timeout"] = timeout
+                values[field] = duration
         if "SAFE_TO_REPEAT" in options:
             if type(options["SAFE_TO_REPEAT"]) is not bool:
                 problems.append(
@@ -106,11 +128,14 @@ class LeaseJobsTask(compat.Task):  # type: ignore[type-arg]  # generic in the ba
 
     ``@task(retry=Retry(max_attempts=3), timeout=timedelta(minutes=5),
     safe_to_repeat=False)`` sets them for one task; ``None`` keeps the
-    backend's ``OPTIONS``. Checked when the task is defined, at import.
+    backend's ``OPTIONS``. Each takes the forms its option does: ``retry``
+    a ``Retry`` or its keyword dict, ``timeout`` a timedelta or a number of
+    seconds (:func:`duration_of`). Checked when the task is defined, at
+    import, and kept as a ``Retry`` and a timedelta.
     """
 
     retry: Retry | dict[str, Any] | None = None
-    timeout: timedelta | None = None
+    timeout: timedelta | float | None = None
     safe_to_repeat: bool | None = None
 
     def __post_init__(self) -> None:
@@ -119,10 +144,11 @@ class LeaseJobsTask(compat.Task):  # type: ignore[type-arg]  # generic in the ba
             if problem:
                 raise compat.InvalidTask(f"task {self.module_path}: {problem}")
             object.__setattr__(self, "retry", retry)
-        if self.timeout is not None and (
-            problem := delay_problem("timeout", self.timeout, positive=True)
-        ):
-            raise compat.InvalidTask(f"task {self.module_path}: {problem}")
+        if self.timeout is not None:
+            timeout, problem = duration_of(self.timeout, "timeout")
+            if problem:
+                raise compat.InvalidTask(f"task {self.module_path}: {problem}")
+            object.__setattr__(self, "timeout", timeout)
         if self.safe_to_repeat is not None and type(self.safe_to_repeat) is not bool:
             raise compat.InvalidTask(
                 f"task {self.module_path}: safe_to_repeat must be True or False, "

@@ -5,11 +5,13 @@ The name is the one users asked for; ``run_due_jobs`` is the conventional alias.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import CommandError, CommandParser
 
-from django_leasejobs.driver import DriveReport, drive_for, run_due_jobs
+from django_leasejobs.driver import DriveReport, run_due_jobs
 from django_leasejobs.management.arguments import (
     quantity,
     queue_name,
@@ -17,6 +19,9 @@ from django_leasejobs.management.arguments import (
     whole_number,
 )
 from django_leasejobs.management.base import LeaseJobsCommand
+from django_leasejobs.registry import registry
+from django_leasejobs.resting import drive_for
+from django_leasejobs.routing import DEFAULT_QUEUE
 from django_leasejobs.worker import Worker
 
 valid_positive_int = whole_number(1)
@@ -64,6 +69,17 @@ class Command(LeaseJobsCommand):
             help="Only drive runs of this queue; repeat for several (default: every queue) (W4).",
         )
         parser.add_argument(
+            "--concurrency",
+            type=valid_positive_int,
+            default=None,
+            metavar="N",
+            help=(
+                "Passes to run at once, each on a thread and a database connection of its own "
+                "(W5); at most N + 2 connections per process. Default: "
+                "LEASEJOBS['CONCURRENCY'], 1."
+            ),
+        )
+        parser.add_argument(
             "--max-seconds",
             type=valid_max_seconds,
             default=None,
@@ -77,7 +93,10 @@ class Command(LeaseJobsCommand):
         parser.add_argument(
             "--loop",
             action="store_true",
-            help="Keep driving until SIGTERM/SIGINT, which stops after the pass in flight.",
+            help=(
+                "Keep driving until SIGTERM/SIGINT, which stops after the pass in flight. "
+                "Prints the report of each drive that did something (-v 2: of every drive)."
+            ),
         )
         parser.add_argument(
             "--interval",
@@ -107,14 +126,21 @@ class Command(LeaseJobsCommand):
             "max_passes": options["max_passes"],
             "jobs": options["jobs"],
             "queues": options["queues"],
+            "concurrency": options["concurrency"],
         }
         if options["loop"] and options["max_seconds"] is not None:
             raise CommandError("--max-seconds bounds a one-shot run; --loop keeps driving")
+        for name in sorted(set(options["queues"] or ()) - declared_queues()):
+            # W4: a misspelt queue must not be an idle worker in silence.
+            self.stderr.write(
+                f"warning: --queue {name!r}: no registered job declares it and no TASKS "
+                f"alias lists it; runs started with queue={name!r} are still driven"
+            )
         if options["loop"]:
             worker = Worker(
                 interval=options["interval"],
                 stop_timeout=options["stop_timeout"],
-                on_report=self._print,
+                on_report=self._print_drive,
                 **drive,
             )
             worker.run()
@@ -127,6 +153,12 @@ class Command(LeaseJobsCommand):
         if report.aborted:
             raise CommandError(f"the drive stopped early: {report.aborted}")
 
+    def _print_drive(self, report: DriveReport) -> None:
+        """A ``--loop`` drive's report: an idle drive says nothing unless ``-v 2`` (D5)."""
+        if report.idle and self.verbosity < 2:
+            return
+        self._print(report)
+
     def _print(self, report: DriveReport) -> None:
         if self.as_json:
             self.write_json(report.as_dict())
@@ -137,3 +169,18 @@ class Command(LeaseJobsCommand):
                     self.stdout.write(f"  error {note.run_id}: {note.text}")
                 for note in report.warnings:
                     self.stdout.write(f"  warning {note.run_id}: {note.text}")
+
+
+def declared_queues() -> set[str]:
+    """The queues this site names: each registered job's, and each ``TASKS`` alias's (W4)."""
+    names = {spec.queue for spec in registry}
+    for params in (getattr(settings, "TASKS", None) or {}).values():
+        queues = params.get("QUEUES", [DEFAULT_QUEUE]) if isinstance(params, dict) else ()
+        names |= {queues} if isinstance(queues, str) else set(_names(queues))
+    return names
+
+
+def _names(queues: object) -> Iterable[str]:
+    return (
+        (name for name in queues if isinstance(name, str)) if isinstance(queues, Iterable) else ()
+    )

@@ -1,0 +1,140 @@
+"""The start of a pass: claim, then BEGIN -- with a limited job's slot -- or a miss (L2-L5, C2-C4).
+
+:func:`claim` takes the run for one pass under a fresh owner token (L2);
+:func:`admit` turns that claim into the pass's :class:`~.leases.Lease` once
+BEGIN has written (L4), the commitment point after which the handler runs
+whatever happens. Before it, a claim may still end without the handler:
+a takeover of a job not safe to repeat is held (L3), one that spent the
+retry policy fails, a claim that cannot begin in time is a miss (L5), and a
+limited job's pass that finds no slot or rate token is throttled (C2, C3).
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from . import saturation, signals, store
+from .conclusion import fail, hold, send, settle
+from .exceptions import UnreadableRow
+from .holder import current_holder
+from .ids import new_owner
+from .leases import TAKEOVER_NOTE, Claimed, Countdown, Lease
+from .outcome import SUPERSEDED, Outcome, Throttled
+from .pacing import pace
+from .passes import PassRecord
+from .states import FailureCode, PassOutcome, RunStatus
+from .store.limits import THROTTLE_WAIT, THROTTLE_WAIT_MIN
+
+if TYPE_CHECKING:
+    from .models import Run
+    from .registry import Job
+
+__all__ = ["admit", "claim"]
+
+logger = logging.getLogger("django_leasejobs")
+
+
+def claim(run_id: str, spec: Job, *, took_over: bool) -> Claimed | None:
+    """L2: claim *run_id* for one pass under a new owner token; ``None`` if the claim was lost."""
+    owner = new_owner()
+    # Counted from before the claim is sent: the round trip counts against us (L1).
+    countdown = Countdown(spec.effective_lease, Countdown.now())
+    holder = current_holder()
+    try:
+        run = store.take(run_id, owner, countdown.lease, holder, takeover=took_over)
+    except UnreadableRow as unreadable:
+        return Claimed(unreadable, owner, countdown)
+    return None if run is None else Claimed(run, owner, countdown)
+
+
+def admit(claimed: Claimed, spec: Job, *, took_over: bool) -> Lease | Outcome:
+    """BEGIN the claimed pass (L4): its :class:`Lease` if it began, else what the claim came to."""
+    unreadable = claimed.found if isinstance(claimed.found, UnreadableRow) else None
+    run: Run = unreadable.run if unreadable is not None else claimed.found  # type: ignore[assignment]
+    if spec.per_run is not None and unreadable is None:
+        spec = spec.per_run(run)  # a task's own retry policy, timeout and repeat rule (§9)
+    lease = Lease(run, spec, claimed.owner, claimed.countdown, PassRecord(spec.timeout))
+    if took_over:
+        # The claim charged the interrupted pass one attempt (L3).
+        if not spec.safe_to_repeat:
+            return hold(lease)
+        if spec.retry.exhausted(run.attempts):
+            return settle(lease, FailureCode.LEASE_EXPIRED, TAKEOVER_NOTE, run.attempts, None)
+    if (refused := _begin(lease)) is not None:
+        return refused
+    # BEGIN wrote: the pass is committed to running (L4), whatever happens next.
+    if unreadable is not None:
+        # Reading the row is part of the pass: a row the database cannot hand
+        # back fails like one whose JSON does not parse (R9, §12).
+        return fail(lease, FailureCode.DECODE_FAILED, f"UnreadableRow: {unreadable.reason}")
+    lease.record.begin()
+    return lease
+
+
+def _begin(lease: Lease) -> Outcome | None:
+    """L4's BEGIN, with a limited job's slot and rate token (C2, C3); ``None`` once it wrote."""
+    spec, countdown = lease.spec, lease.countdown
+    if not countdown.can_begin():
+        return _admission_miss(lease)
+    if spec.limit is None:
+        if not store.begin(lease.run_id, lease.owner, countdown.margin):
+            return _admission_miss(lease)
+        return None
+    key = lease.run.limit_key or ""
+    admission = store.begin_limited(
+        lease.run_id, lease.owner, countdown.margin, job=spec.name, key=key, limit=spec.limit
+    )
+    if admission.throttle is not None:
+        return _throttled(lease, admission)
+    if not admission.begun:
+        return _admission_miss(lease)
+    saturation.began(spec.name, key)
+    # Its slot is as alive as its lease: no renewal may revive an expired one (C2).
+    countdown.strict = spec.limit.concurrency is not None
+    return None
+
+
+def _throttled(lease: Lease, admission: store.Admission) -> Outcome:
+    """C2, C3: the job's limit refused the pass; it ran nothing and is charged nothing.
+
+    Refused a slot, the run is due again after about one of the job's passes
+    (the time a slot takes to free), between 50 ms and a second; refused by
+    its rate, when the rate next allows a begin.
+    """
+    which = admission.throttle
+    assert which is not None
+    typical = pace.seconds(lease.spec.name)
+    wait = THROTTLE_WAIT if typical is None else timedelta(seconds=typical)
+    wait = min(THROTTLE_WAIT, max(THROTTLE_WAIT_MIN, wait))
+    if not store.throttle(lease.run_id, lease.owner, which, admission.until, wait):
+        return SUPERSEDED
+    key = lease.run.limit_key or ""
+    saturation.refused(lease.spec.name, key, which)
+    return Outcome(PassOutcome.THROTTLED, throttle=Throttled(key, which, admission.until, wait))
+
+
+def _admission_miss(lease: Lease) -> Outcome:
+    """L5: the claim could not begin in time; nothing ran, nothing is charged."""
+    run, countdown = lease.run, lease.countdown
+    waited = countdown.lease - countdown.left()
+
+    def note(misses: int) -> str:
+        return (
+            f"job {lease.spec.name!r}: claim not begun in time (lease {countdown.lease}, "
+            f"margin {countdown.margin}, claim to begin took {waited}); admission miss "
+            f"{misses} of {store.ADMISSION.max_attempts}"
+        )
+
+    missed = store.miss(run.pk, lease.owner, note((run.admission_misses or 0) + 1))
+    if missed is None:
+        return SUPERSEDED
+    warning = note(missed.misses)
+    logger.warning("Admission miss id=%s %s", run.pk, warning)
+    if not missed.failed:
+        return Outcome(PassOutcome.SUPERSEDED, warning=warning)
+    code = FailureCode.LEASE_TOO_SHORT
+    failed = run.as_written(status=RunStatus.FAILED, failure_code=code, last_error=warning)
+    send(signals.run_failed, failed, failure_code=code, error=warning)
+    return Outcome(PassOutcome.FAILED, error=warning, warning=warning)

@@ -1,0 +1,309 @@
+"""A drive's walk along its snapshot: each run claimed in turn, and driven (SPEC D1-D4, C4, W5).
+
+With ``concurrency=1`` the drive's own thread drives one run after another,
+as a drive always has (:func:`walk`). With more, a :class:`Dispatcher` walks
+the same snapshot in the same order and claims each run, but hands its
+passes to a :class:`~.pool.Pool` of threads and goes on while they run: up
+to N passes at once, each on its own connection and under its own owner
+token, every rule of the pass unchanged (W5). A slow pass holds one thread,
+never the runs behind it while another thread is free.
+
+Either way the drive's state is a :class:`Walk`: the snapshot and how far
+along it the drive is, the claims made ahead, the keys found at their
+limit, the limit of runs, and the report.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NamedTuple
+
+from django.db import DatabaseError
+
+from .admission import claim
+from .errors import connection_lost, describe, one_line
+from .execute import drive_run
+from .leases import Claimed
+from .limited import Limited
+from .outcome import Outcome
+from .pacing import Claims, pace
+from .pool import Pool
+from .report import DriveReport, Note
+from .states import PassOutcome
+
+if TYPE_CHECKING:
+    from .registry import Job
+
+__all__ = ["Dispatcher", "DueKey", "Walk", "walk"]
+
+logger = logging.getLogger("django_leasejobs")
+
+#: How long the dispatcher waits for a pass to end before it looks at the clock again.
+WAIT_SLICE = 0.5
+
+
+class DueKey(NamedTuple):
+    id: str
+    job: str
+    took_over: bool
+    #: The run's ``limit_key`` ("" for none): which limits it counts against (§14).
+    limit_key: str = ""
+
+
+class Walk:
+    """One drive's way along its snapshot (D1), whoever drives the runs."""
+
+    def __init__(
+        self,
+        keys: list[DueKey],
+        by_name: dict[str, Job],
+        *,
+        using: str,
+        limit: int,
+        max_passes: int,
+        stop: Callable[[], bool],
+        interrupt: Callable[[], bool] | None,
+        report: DriveReport,
+    ) -> None:
+        self.keys = keys
+        self.by_name = by_name
+        self.using = using
+        self.limit = limit
+        self.max_passes = max_passes
+        self.stop = stop
+        self.interrupt = interrupt
+        self.report = report
+        self.position = 0
+        self.claims = Claims()  # runs claimed ahead of their turn, while passes are short (§13)
+        self.limited = Limited()  # keys found at their limit, and their runs held back (C4)
+        #: Runs handed to a pool thread and not yet tallied (W5): they count against the limit.
+        self.in_flight = 0
+
+    def next(self) -> DueKey | None:
+        """The next run to claim, or ``None`` when the snapshot or the limit is spent (D2, C4)."""
+        while (
+            self.position < len(self.keys)
+            and self.report.attempted + self.in_flight < self.limit
+            and not self.report.aborted
+        ):
+            key = self.keys[self.position]
+            self.position += 1
+            spec = self.by_name[key.job]
+            if spec.limit is not None and self.limited.holds_back(key):
+                continue  # C4: not claimed only to be throttled; held back at the end
+            return key
+        return None
+
+    def take(self, key: DueKey, spec: Job, room: int) -> tuple[Claimed | None, bool]:
+        """Claim *key*'s run -- with up to *room* runs after it when passes are short (§13).
+
+        Returns the claim (``None``: the pass claims it itself) and whether it
+        was lost to another worker.
+        """
+        most = min(pace.batch(spec), room, self.limit - self.report.attempted - self.in_flight)
+        return self.claims.turn(key.id, _fresh(self.keys, self.position - 1, spec, most), spec)
+
+    def lost(self) -> None:
+        """A claim went to another worker: go on further along the snapshot (:func:`_away`)."""
+        self.position = _away(self.position, len(self.keys))
+
+    def failed(self, key: DueKey, exc: BaseException, lost: bool) -> None:
+        """A database error on *key*'s run: that run only, or the drive if it is an outage."""
+        self.report.errors.append(Note(key.id, describe(exc)))
+        if lost:
+            # The pass in flight is abandoned (its lease will expire) and
+            # the rest of the drive waits for the next.
+            self.report.aborted = one_line(exc)
+            logger.error("Drive aborted: database error on run id=%s (%s)", key.id, type(exc))
+
+    def tally(self, key: DueKey, outcomes: list[Outcome], seconds: float | None) -> None:
+        """Count one run's passes; a throttled one ran nothing, so it is not ``attempted`` (C4)."""
+        if outcomes and outcomes[0].status != PassOutcome.THROTTLED and seconds is not None:
+            pace.observe(key.job, seconds)
+        self.report.attempted += any(
+            outcome.status != PassOutcome.THROTTLED for outcome in outcomes
+        )
+        for outcome in outcomes:
+            self.report.tally(key.id, outcome)
+            if outcome.throttle is not None:
+                self.limited.reached(key.job, outcome.throttle)
+
+    def finish(self) -> None:
+        """The drive's end: claims not reached given back, limited runs held back (C4)."""
+        if not self.report.aborted:
+            self.claims.give_back()
+            self.report.throttled += self.limited.hold_back(self.report)
+
+
+def walk(state: Walk) -> None:
+    """Drive the snapshot's runs one after another, on this thread (``concurrency=1``)."""
+    while not state.stop() and (key := state.next()) is not None:
+        spec = state.by_name[key.job]
+        try:
+            claimed, lost = state.take(key, spec, room=len(state.keys))
+            if lost:
+                if not state.claims:  # the batch won nothing: another worker is on this stretch
+                    state.lost()
+                continue
+            started = time.monotonic()
+            with state.claims.watch():
+                outcomes = _drive(state, key, spec, claimed)
+            seconds = time.monotonic() - started
+        except DatabaseError as exc:
+            state.failed(key, exc, connection_lost(state.using))
+            continue  # D4: this run only -- a deadlock or a refused row is not an outage
+        except Exception as exc:  # nothing one run does stops the drive (R9)
+            logger.exception("Run id=%s could not be driven", key.id)
+            state.report.errors.append(Note(key.id, describe(exc)))
+            continue
+        if not outcomes:
+            state.lost()
+        state.tally(key, outcomes, seconds)
+    state.finish()
+
+
+def _drive(state: Walk, key: DueKey, spec: Job, claimed: Claimed | None) -> list[Outcome]:
+    return drive_run(
+        key.id,
+        spec,
+        took_over=key.took_over,
+        max_passes=state.max_passes,
+        stop=state.stop,
+        interrupt=state.interrupt,
+        claimed=claimed,
+    )
+
+
+class _Ran(NamedTuple):
+    """What a pool thread hands back for one run."""
+
+    outcomes: list[Outcome]
+    seconds: float
+    #: A database error driving the run, and whether that thread's connection is gone.
+    error: DatabaseError | None = None
+    lost: bool = False
+
+
+class Dispatcher:
+    """Drives the snapshot's runs on a pool of *concurrency* threads (W5).
+
+    Made for one call of ``run_due_jobs(concurrency=N)``, or kept by a
+    ``--loop`` worker (and by ``--max-seconds``) across its drives, so that
+    the pool's threads and their connections are kept too (§13). A pass may
+    still run when its drive ends: the worker's next drive goes on beside
+    it, and its outcome is counted in the report of the drive it ended in.
+    :meth:`finish` waits for every pass in flight.
+    """
+
+    def __init__(self, concurrency: int) -> None:
+        self.pool = Pool(concurrency)
+        #: Whether the last drive handed any pass to a thread: it did work (W1, W3).
+        self.dispatched = False
+        #: The passes in flight: their run, and the drive they were started in.
+        self._flying: dict[int, tuple[DueKey, Walk]] = {}
+        self._tokens = 0
+
+    def drive(self, state: Walk, *, wait: bool) -> None:
+        """Hand the snapshot's runs to the pool; with *wait*, until every pass has ended."""
+        self.pool.next_drive()
+        self.dispatched = False
+        self._collect(state, timeout=0)
+        while not state.stop():
+            if not self.pool.free():
+                self._collect(state, timeout=WAIT_SLICE)
+                continue
+            key = state.next()
+            if key is None:
+                break
+            self._start(state, key)
+            self._collect(state, timeout=0)
+        if wait:
+            self.finish(state)
+        state.finish()
+
+    def finish(self, state: Walk) -> None:
+        """Wait for every pass in flight, counting each in *state*'s report."""
+        while self.pool.busy:
+            self._collect(state, timeout=WAIT_SLICE)
+
+    def close(self) -> None:
+        self.pool.close()
+
+    def _start(self, state: Walk, key: DueKey) -> None:
+        """Claim *key*'s run here (L2), and hand its passes to a free thread."""
+        spec = state.by_name[key.job]
+        try:
+            claimed, lost = state.take(key, spec, room=self.pool.free())
+            if claimed is None and not lost:
+                claimed = claim(key.id, spec, took_over=key.took_over)
+                lost = claimed is None
+        except DatabaseError as exc:
+            state.failed(key, exc, connection_lost(state.using))
+            return
+        if lost:
+            if not state.claims:  # the batch won nothing: another worker is on this stretch
+                state.lost()
+            return
+        state.in_flight += 1
+        self.dispatched = True
+        self._tokens += 1
+        self._flying[self._tokens] = (key, state)
+        self.pool.submit(self._tokens, lambda: _timed(state, key, spec, claimed))
+
+    def _collect(self, state: Walk, *, timeout: float) -> None:
+        """Count the passes that ended in *state*: the drive in progress (W5)."""
+        for done in self.pool.wait(timeout=timeout):
+            key, began_in = self._flying.pop(done.tag)
+            began_in.in_flight -= 1
+            if done.error is not None:  # a bug: nothing one run does stops the drive (R9)
+                logger.error("Run id=%s could not be driven", key.id, exc_info=done.error)
+                state.report.errors.append(Note(key.id, describe(done.error)))
+                continue
+            ran: _Ran = done.value
+            if ran.error is not None:
+                state.failed(key, ran.error, ran.lost)
+                continue
+            if not ran.outcomes:
+                state.lost()
+            state.tally(key, ran.outcomes, ran.seconds)
+
+
+def _timed(state: Walk, key: DueKey, spec: Job, claimed: Claimed | None) -> _Ran:
+    """On a pool thread: drive the run, and say how long it took (for :mod:`.pacing`)."""
+    started = time.monotonic()
+    try:
+        outcomes = _drive(state, key, spec, claimed)
+    except DatabaseError as exc:
+        # Asked here: the error was on this thread's connection (D4).
+        return _Ran([], 0.0, exc, connection_lost(state.using))
+    return _Ran(outcomes, time.monotonic() - started)
+
+
+def _fresh(keys: list[DueKey], start: int, spec: Job, most: int) -> list[str]:
+    """Up to *most* ids of *spec*'s runs from *start* on, in a row, none a takeover (L3).
+
+    What a drive may claim ahead in one statement: a takeover is claimed alone.
+    """
+    ids = []
+    for key in keys[start : start + most]:
+        if key.job != spec.name or key.took_over:
+            break
+        ids.append(key.id)
+    return ids
+
+
+def _away(position: int, length: int) -> int:
+    """Where to go on in the snapshot after a lost claim at ``position - 1``.
+
+    A lost claim means another worker is driving this stretch of the same
+    due order, one run ahead. Going on with the next run would lose it again,
+    and every other claim after it, in lockstep: half of all claims lost with
+    two workers. Jumping to a random point further on lets the two drift
+    apart; the runs stepped over are the ones the other worker is taking
+    (and the next snapshot reads any it left).
+    """
+    rest = length - position
+    return position + random.randrange(rest // 2) if rest > 1 else position

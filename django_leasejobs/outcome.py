@@ -1,0 +1,38 @@
+"""What one pass came to, as the drive counts it (SPEC §3 ``DriveReport``, C4).
+
+Pure data: made by :mod:`.admission` and :mod:`.conclusion`, read by the
+drive, whichever thread ran the pass (W5).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import NamedTuple
+
+from .states import PassOutcome, Throttle
+
+__all__ = ["SUPERSEDED", "Outcome", "Throttled"]
+
+
+class Throttled(NamedTuple):
+    """What a throttled pass hands the drive, so it holds back the key's other runs (C4)."""
+
+    key: str
+    which: Throttle
+    until: datetime | None
+    wait: timedelta
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one pass (or one attempt to begin one) came to."""
+
+    status: PassOutcome
+    error: str = ""
+    warning: str = ""
+    #: A throttled pass: which limit refused it, and when the run is due again.
+    throttle: Throttled | None = None
+
+
+SUPERSEDED = Outcome(PassOutcome.SUPERSEDED)
