@@ -33,7 +33,17 @@ from .states import FailureCode, MissedRule, PassOutcome, RunOrigin, RunStatus, 
 
 if TYPE_CHECKING:
     from .driver import run_due_jobs
-    from .operators import PauseResult, cancel, pause, release, resume, retry, run_now
+    from .operators import (
+        PauseResult,
+        cancel,
+        pause,
+        pause_queue,
+        release,
+        resume,
+        resume_queue,
+        retry,
+        run_now,
+    )
     from .passes import Pass, PassResult
     from .store import StartResult, start, start_many
 
@@ -47,8 +57,10 @@ _LAZY = {
     "PauseResult": ".operators",
     "cancel": ".operators",
     "pause": ".operators",
+    "pause_queue": ".operators",
     "release": ".operators",
     "resume": ".operators",
+    "resume_queue": ".operators",
     "retry": ".operators",
     "run_now": ".operators",
     "StartResult": ".store",
@@ -88,9 +100,11 @@ __all__ = [
     "get_job",
     "job",
     "pause",
+    "pause_queue",
     "registry",
     "release",
     "resume",
+    "resume_queue",
     "retry",
     "run_due_jobs",
     "run_now",

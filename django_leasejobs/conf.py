@@ -44,6 +44,10 @@ def _duration(minimum: timedelta) -> Callable[[Any], bool]:
     return lambda value: isinstance(value, timedelta) and minimum <= value <= MAX_DELAY
 
 
+def _between(least: timedelta, most: timedelta) -> Callable[[Any], bool]:
+    return lambda value: isinstance(value, timedelta) and least <= value <= most
+
+
 def _bool(value: Any) -> bool:
     return type(value) is bool
 
@@ -152,6 +156,33 @@ SPECS: dict[str, Setting] = {
         "The alias of the connection a --loop worker LISTENs on; None for the runs' own. "
         "Point it at a direct connection past a transaction-pooling PgBouncer (W2).",
     ),
+    "STATS": Setting(
+        True,
+        _bool,
+        "True or False",
+        "Count each pass per (minute, job, queue, outcome) in the worker process and flush the "
+        "counts to the database as increments, for the overview and the metrics (O1).",
+    ),
+    "STATS_EVERY": Setting(
+        timedelta(seconds=10),
+        _between(timedelta(seconds=1), timedelta(hours=1)),
+        "a timedelta from one second to one hour",
+        "How often, at most, a worker process writes its pass statistics; an idle worker "
+        "writes its last figures within this time, and every worker when it exits (O1).",
+    ),
+    "STATS_RETENTION": Setting(
+        timedelta(days=30),
+        _duration(timedelta(hours=1)),
+        "a timedelta from one hour to ten years",
+        "How long pass statistics are kept; housekeeping deletes older rows in batches (O1).",
+    ),
+    "METRICS_TOKEN": Setting(
+        None,
+        lambda value: value is None or (isinstance(value, str) and len(value) >= 16),
+        "None or a str of at least 16 characters",
+        "A bearer token that also admits a scrape of the metrics view, besides a user with "
+        "leasejobs.view_run; None for none (O2).",
+    ),
     "CLOCK": Setting(
         "django_leasejobs.clock.DatabaseClock",
         _dotted_path,
@@ -181,6 +212,10 @@ class _Conf:
     NOTIFY: bool
     PREPARE: bool
     LISTEN_DATABASE: str | None
+    STATS: bool
+    STATS_EVERY: timedelta
+    STATS_RETENTION: timedelta
+    METRICS_TOKEN: str | None
     CLOCK: str
 
     def __getattr__(self, name: str) -> Any:

@@ -33,6 +33,7 @@ from .pacing import Claims, pace
 from .pool import Pool
 from .report import DriveReport, Note
 from .states import PassOutcome
+from .stats import aggregate
 
 if TYPE_CHECKING:
     from .registry import Job
@@ -128,6 +129,7 @@ class Walk:
         )
         for outcome in outcomes:
             self.report.tally(key.id, outcome)
+            aggregate.observe(key.job, outcome.queue, outcome.status, outcome.seconds)
             if outcome.throttle is not None:
                 self.limited.reached(key.job, outcome.throttle)
 

@@ -49,6 +49,7 @@ def of_jobs(
 SNAPSHOT = Select(
     lambda runs, s, names, queues, scan_max: (
         of_jobs(runs.due(s.now), names, queues)
+        .unpaused()  # W6: a paused queue's runs are stepped over, as D2's are
         # Whether a lease began, not when: a date the database cannot hand
         # back (R9, §12) must not stop the snapshot of every other run.
         .annotate(began=ExpressionWrapper(Q(lease_began_at__isnull=False), BooleanField()))

@@ -10,12 +10,15 @@ through :mod:`.store`.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from .admission import admit, claim
 from .conclusion import Ending, conclude
+from .exceptions import UnreadableRow
 from .heartbeat import Heartbeat
 from .leases import Claimed, Lease
 from .outcome import Outcome
@@ -53,9 +56,12 @@ def drive_run(
             claimed = claim(run_id, spec, took_over=took_over and first)
             if claimed is None:
                 break
+        started = time.monotonic()
         admitted = admit(claimed, spec, took_over=took_over and first)
         outcome = admitted if isinstance(admitted, Outcome) else run_pass(admitted, interrupt)
-        outcomes.append(outcome)
+        found = claimed.found
+        queue = (found.run if isinstance(found, UnreadableRow) else found).queue
+        outcomes.append(replace(outcome, seconds=time.monotonic() - started, queue=queue))
         if outcome.status != PassOutcome.ADVANCED:
             break
     return outcomes

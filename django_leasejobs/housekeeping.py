@@ -2,7 +2,8 @@
 
 Every minute: free the keys of runs cancelled mid-pass whose worker died
 (§3 ``cancel``), and report rows stranded by hand edits (§11). Every hour:
-prune old finished runs (S7). Housekeeping never fails a drive.
+prune old finished runs (S7) and old pass statistics (O1). Housekeeping
+never fails a drive.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ class Chores:
         if prune:
             try:
                 retention.prune()
+                retention.prune_stats()  # O1: pass statistics past STATS_RETENTION
             except DatabaseError as exc:
                 logger.error("Retention could not run: %s", describe(exc))
 

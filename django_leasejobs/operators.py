@@ -23,13 +23,25 @@ from .errors import connection_lost, unreadable_reason
 from .exceptions import InvalidNote, RetryRefused, RunNowRefused
 from .models import Run, Schedule
 from .registry import Job, get_job
+from .routing import queue_problem
 from .schedules import act, plan
 from .schedules.base import iso, schedule_db
 from .states import MissedCause, RunNowRefusal, RunOrigin, RunStatus
 from .store import StartResult
 from .tasks.execution import cancelled as task_cancelled
 
-__all__ = ["NOTE_MAX", "PauseResult", "cancel", "pause", "release", "resume", "retry", "run_now"]
+__all__ = [
+    "NOTE_MAX",
+    "PauseResult",
+    "cancel",
+    "pause",
+    "pause_queue",
+    "release",
+    "resume",
+    "resume_queue",
+    "retry",
+    "run_now",
+]
 
 logger = logging.getLogger("django_leasejobs")
 
@@ -223,3 +235,47 @@ def run_now(job: str | Job, by: str) -> StartResult:
         raise RunNowRefused(RunNowRefusal.LIVE, f"{spec.name} already has a live run")
     logger.info("Run started by hand job=%s by=%s run=%s", spec.name, by, result.run.pk)
     return result
+
+
+# -- queues (W6) ---------------------------------------------------------------------------
+
+
+def pause_queue(queue: str, by: str, note: str = "") -> bool:
+    """Pause *queue* (W6): no worker begins a pass of its runs until :func:`resume_queue`.
+
+    Its runs are stepped over by every drive -- not counted against its
+    ``limit``, never failed, no attempt charged -- and ``start()`` still
+    accepts runs on it; passes in flight finish. A worker sees the pause at
+    its next drive (at once on PostgreSQL, which is notified). A
+    compare-and-set: of two pauses, the second answers ``False`` ("already
+    paused").
+
+    Raises
+    ------
+    ValueError
+        *queue* is not a queue name (1-100 characters, §2), naming the argument.
+    InvalidNote
+        *note* is longer than 200 characters.
+    """
+    if problem := queue_problem("queue", queue):
+        raise ValueError(problem)
+    if not isinstance(note, str) or len(note) > NOTE_MAX:
+        raise InvalidNote(f"a pause note is a str of at most {NOTE_MAX} characters")
+    done = store.pause_queue(queue, storable_text(str(by))[:150], storable_text(note))
+    if done:
+        logger.info("Queue paused queue=%s by=%s", queue, by)
+    return done
+
+
+def resume_queue(queue: str, by: str) -> bool:
+    """Resume a paused *queue* (W6): its due runs are driven again at the next drive.
+
+    ``False`` when it was not paused. Raises ``ValueError`` for a *queue*
+    that is not a queue name.
+    """
+    if problem := queue_problem("queue", queue):
+        raise ValueError(problem)
+    done = store.resume_queue(queue)
+    if done:
+        logger.info("Queue resumed queue=%s by=%s", queue, by)
+    return done

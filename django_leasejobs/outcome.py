@@ -33,6 +33,9 @@ class Outcome:
     warning: str = ""
     #: A throttled pass: which limit refused it, and when the run is due again.
     throttle: Throttled | None = None
+    #: How long the pass took, from its admission to its outcome, and its run's queue (O1).
+    seconds: float = 0.0
+    queue: str = ""
 
 
 SUPERSEDED = Outcome(PassOutcome.SUPERSEDED)

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from django.apps import apps
 from django.db import models
+from django.db.models import Exists, OuterRef
 from django.db.models.expressions import Combinable
 
 from .states import LIVE_STATUSES, RunStatus
@@ -78,6 +80,16 @@ class RunQuerySet(models.QuerySet["Run"]):
         release. A leased run is not waiting: its holder's renewals move it.
         """
         return self.filter(status=RunStatus.RUNNING, lease_owner__isnull=True)
+
+    def unpaused(self) -> RunQuerySet:
+        """Runs of queues no operator has paused (W6).
+
+        Read in the statement that reads the runs, so a drive needs no read
+        of its own to step over a paused queue, and sees a pause or a resume
+        at its next due read.
+        """
+        paused = apps.get_model("leasejobs", "PausedQueue")
+        return self.filter(~Exists(paused.objects.filter(queue=OuterRef("queue"))))
 
     def held_by(self, owner: str) -> RunQuerySet:
         """The run *owner* holds, if it still does: the fence of every pass write (L6)."""

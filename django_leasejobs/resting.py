@@ -47,7 +47,7 @@ def due_in(
     names = tuple(spec.name for spec in driver.registered(jobs))
     if not names:
         return None
-    waiting = Run.objects.using(router.db_for_read(Run)).waiting()
+    waiting = Run.objects.using(router.db_for_read(Run)).waiting().unpaused()
     waiting = driver.of_jobs(waiting, names, driver.queue_names(queues))
     found = waiting.aggregate(due=Min("next_attempt_at"), now=Max(get_clock().now_expr()))
     if found["due"] is None or found["now"] is None:

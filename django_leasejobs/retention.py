@@ -30,11 +30,11 @@ from django.db.models import QuerySet
 
 from .clock import get_clock
 from .conf import conf
-from .models import Missed, Run, Schedule, Step, TaskAttempt
+from .models import Missed, PassStat, Run, Schedule, Step, TaskAttempt
 from .querysets import RunQuerySet
 from .store.limits import prune_idle
 
-__all__ = ["PruneReport", "prune"]
+__all__ = ["PruneReport", "prune", "prune_stats"]
 
 logger = logging.getLogger("django_leasejobs")
 
@@ -133,6 +133,29 @@ def prune(
     report = PruneReport(runs=runs, steps=steps, missed=missed, cutoff=cutoff, schedules=disabled)
     logger.info("Prune %s", report.summary())
     return report
+
+
+def prune_stats(batch_size: int = 1000) -> int:
+    """Delete pass statistics older than ``LEASEJOBS["STATS_RETENTION"]`` (O1); return how many.
+
+    In batches by key, each its own short transaction, as runs are pruned.
+    """
+    using = router.db_for_write(PassStat)
+    batch_size = _fitting(using, batch_size)
+    old = PassStat.objects.using(using).filter(
+        minute__lt=get_clock().now(using) - conf.STATS_RETENTION
+    )
+    deleted = 0
+    while True:
+        with transaction.atomic(using=using):
+            pks = list(old.order_by("pk").values_list("pk", flat=True)[:batch_size])
+            if pks:
+                deleted += PassStat.objects.using(using).filter(pk__in=pks)._raw_delete(using)
+        if len(pks) < batch_size:
+            break
+    if deleted:
+        logger.info("Pass statistics pruned rows=%s", deleted)
+    return deleted
 
 
 def _fitting(using: str, batch_size: int) -> int:

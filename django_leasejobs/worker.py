@@ -32,6 +32,7 @@ from .driver import DriveReport, concurrency_of, finish, run_due_jobs
 from .errors import describe, one_line
 from .listener import Listener
 from .resting import due_in
+from .stats import aggregate
 
 __all__ = ["Worker"]
 
@@ -40,6 +41,8 @@ logger = logging.getLogger("django_leasejobs")
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 #: How long a worker that lost its LISTEN connection polls before trying LISTEN again.
 LISTEN_RETRY = 60.0
+#: A rest that ends for a statistics flush (O1) ends this much after it is due.
+FLUSH_SLACK = 0.01
 
 
 class Worker:
@@ -133,6 +136,7 @@ class Worker:
             finally:
                 self._dispatcher.close()
                 self._dispatcher = None
+        aggregate.flush(force=True)  # O1: the last figures, at exit
         if self._listener is not None:
             self._listener.close()
             self._listener = None
@@ -173,12 +177,16 @@ class Worker:
         """
         if self._outage is not None:
             return self.interval
+        rest = self.interval
+        flush = aggregate.due_in()  # O1: an idle worker writes its last figures in time
+        if flush is not None:
+            rest = min(rest, flush + FLUSH_SLACK)
         try:
             seconds = due_in(jobs=self.jobs, queues=self.queues)
         except Exception as exc:  # a database error, or a bug: rest the interval, as before W1
             logger.warning("Next due run could not be read (%s); resting", describe(exc))
-            return self.interval
-        return self.interval if seconds is None else min(self.interval, seconds)
+            return rest
+        return rest if seconds is None else min(rest, seconds)
 
     def _hear_out(self) -> None:
         """Read the notifications that came during a drive, so none piles up (W2)."""
@@ -232,6 +240,7 @@ class Worker:
         if self._outage is not None:
             logger.warning("Database reachable again; drives resumed")
             self._outage = None
+        aggregate.flush()  # O1: at most every STATS_EVERY, never per pass
         self.on_report(report)
         return report
 

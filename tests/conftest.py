@@ -87,7 +87,10 @@ def _unpaced():
     """Each test starts with no pass times known, so no drive claims ahead until it has
     seen a job's passes (django_leasejobs.pacing): statement counts stay the test's own."""
     from django_leasejobs.pacing import pace
+    from django_leasejobs.stats import aggregate
 
     pace.forget()
+    aggregate.forget()  # and no pass statistics of another test's passes are flushed (O1)
     yield
     pace.forget()
+    aggregate.forget()

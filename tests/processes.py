@@ -218,3 +218,19 @@ def deployment(expression: str, seconds: float) -> int:
         failures += bool(errors)
         time.sleep(0.1)
     return failures
+
+
+def count_and_flush(rounds: int, passes: int) -> int:
+    """O1: count *passes* passes of two keys, then flush, *rounds* times; return the rows written.
+
+    Run in several processes at once, their flushes land on the same rows together.
+    """
+    from django_leasejobs.stats import aggregate
+
+    written = 0
+    for _ in range(rounds):
+        for n in range(passes):
+            aggregate.observe("t.stats.shared", "default", "completed", 0.001 * n)
+            aggregate.observe("t.stats.shared", "default", "failed", 0.2)
+        written += aggregate.flush(force=True)
+    return written

@@ -1,5 +1,6 @@
 """The app's tables (SPEC §2, §7, §9, §14): runs and their step ledger,
-schedules and the missed ledger, Django tasks' attempts, flow control's state.
+schedules and the missed ledger, Django tasks' attempts, flow control's state,
+pass statistics and paused queues (§16, W6).
 Only :mod:`django_leasejobs.store` writes a run's status or lease columns;
 these classes describe the tables and decode what they hold.
 """
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 from .attempts import WORKER_ID_LENGTH, TaskAttempt
 from .limits import RateState, Slot
+from .observability import PassStat, PausedQueue
 from .runs import INSTANCE_LENGTH, JOB_NAME_LENGTH, Run, Step
 from .schedules import Missed, Schedule
 
@@ -16,6 +18,8 @@ __all__ = [
     "JOB_NAME_LENGTH",
     "WORKER_ID_LENGTH",
     "Missed",
+    "PassStat",
+    "PausedQueue",
     "RateState",
     "Run",
     "Schedule",

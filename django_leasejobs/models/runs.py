@@ -140,6 +140,16 @@ class Run(models.Model):
         blank=True,
         help_text=_("Whose limits the run counts against (C1); empty for the job's own."),
     )
+    trace_context = models.TextField(
+        _("trace context"),
+        null=True,
+        blank=True,
+        editable=False,
+        help_text=_(
+            "The W3C trace context of the code that started the run (OpenTelemetry, O3): "
+            "its passes' spans link to it."
+        ),
+    )
     throttled_by = models.CharField(
         _("throttled by"),
         max_length=max(len(value) for value in Throttle.values),

@@ -21,7 +21,9 @@ The verbs, in the order a run meets them:
   runs, then one outcome: :func:`commit`, :func:`settle`, :func:`defer` or
   :func:`hold`;
 * :mod:`.cancels` -- what the operators' verbs (:mod:`..operators`) write;
-  :mod:`.deletes` -- what an operator's delete writes: runs that hold no key (A7).
+  :mod:`.deletes` -- what an operator's delete writes: runs that hold no key (A7);
+  :mod:`.queues` -- a queue paused or resumed (W6); :mod:`.stats` -- a flush
+  of pass statistics (O1).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from .claims import Missed, begin, claim, miss, read_claimed, release_dead_holde
 from .deletes import delete_finished, free_of_key, holding_key
 from .limits import Admission, begin_limited, hold_back, rejudge, throttle
 from .outcomes import commit, defer, hold, record_step, renew, settle
+from .queues import pause_queue, paused_queues, resume_queue
 from .starts import StartResult, check_key, start, start_as
 
 __all__ = [
@@ -65,6 +68,8 @@ __all__ = [
     "hold_back",
     "holding_key",
     "miss",
+    "pause_queue",
+    "paused_queues",
     "read_claimed",
     "record_step",
     "rejudge",
@@ -72,6 +77,7 @@ __all__ = [
     "release_expired_cancels",
     "release_held",
     "renew",
+    "resume_queue",
     "settle",
     "start",
     "start_as",

@@ -22,6 +22,7 @@ from django_leasejobs.management.base import LeaseJobsCommand
 from django_leasejobs.registry import registry
 from django_leasejobs.resting import drive_for
 from django_leasejobs.routing import DEFAULT_QUEUE
+from django_leasejobs.stats import aggregate
 from django_leasejobs.worker import Worker
 
 valid_positive_int = whole_number(1)
@@ -145,10 +146,13 @@ class Command(LeaseJobsCommand):
             )
             worker.run()
             return
-        if options["max_seconds"] is None:
-            report = run_due_jobs(**drive)
-        else:
-            report = drive_for(options["max_seconds"], **drive)
+        try:
+            if options["max_seconds"] is None:
+                report = run_due_jobs(**drive)
+            else:
+                report = drive_for(options["max_seconds"], **drive)
+        finally:
+            aggregate.flush(force=True)  # O1: a cron one-shot's figures, at exit
         self._print(report)
         if report.aborted:
             raise CommandError(f"the drive stopped early: {report.aborted}")

@@ -1,0 +1,136 @@
+"""O1: this process's pass statistics, counted in memory and flushed as increments (SPEC §16).
+
+Each pass the drive tallies is counted here, per (minute, job, queue,
+outcome): how many, their total and longest duration, and a fixed-bucket
+histogram of durations (:data:`~.models.observability.BUCKETS`). Nothing is
+written per pass: the figures go to the database at most every
+``LEASEJOBS["STATS_EVERY"]`` and when the worker exits, each flush ONE
+statement per chunk of rows that *adds* to the rows already there
+(:func:`.store.stats.add_stats`), so many processes flushing at once never
+lose a count. A flush that fails is logged and its figures kept for the next;
+it never fails a pass or a drive.
+
+One :data:`aggregate` per process, shared by the drive's thread and, with
+``--concurrency``, nothing else: passes are tallied where the drive counts
+them, whichever thread ran them (W5).
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from .conf import conf
+from .errors import describe
+from .models.observability import BUCKETS
+from .store.stats import add_stats
+
+__all__ = ["Aggregate", "StatKey", "Tally", "aggregate", "observers"]
+
+logger = logging.getLogger("django_leasejobs")
+
+#: (the minute's start, in epoch seconds, job, queue, outcome).
+StatKey = tuple[int, str, str, str]
+
+#: Called for every pass counted, with (job, queue, outcome, seconds): the live
+#: metrics of ``rundueJobs --metrics-port`` (O2) add themselves here.
+observers: list[Callable[[str, str, str, float], None]] = []
+
+
+class Tally:
+    """The passes of one key counted since the last flush."""
+
+    __slots__ = ("buckets", "count", "longest", "total")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.total = 0.0
+        self.longest = 0.0
+        self.buckets = [0] * len(BUCKETS)
+
+    def add(self, seconds: float, count: int = 1) -> None:
+        self.count += count
+        self.total += seconds
+        self.longest = max(self.longest, seconds)
+        index = bisect.bisect_left(BUCKETS, seconds)
+        if index < len(BUCKETS):
+            self.buckets[index] += count
+
+    def merge(self, other: Tally) -> None:
+        self.count += other.count
+        self.total += other.total
+        self.longest = max(self.longest, other.longest)
+        self.buckets = [a + b for a, b in zip(self.buckets, other.buckets, strict=True)]
+
+
+class Aggregate:
+    """One process's counts since its last flush, and when that was."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending: dict[StatKey, Tally] = {}
+        self._flushed = time.monotonic()
+
+    def observe(self, job: str, queue: str, outcome: str, seconds: float) -> None:
+        """Count one pass that ended now (UTC minute), with its duration."""
+        if not conf.STATS:
+            return
+        minute = int(time.time() // 60 * 60)
+        key = (minute, job, queue, str(outcome))
+        with self._lock:
+            tally = self._pending.get(key)
+            if tally is None:
+                tally = self._pending[key] = Tally()
+            tally.add(max(0.0, seconds))
+        for observer in observers:
+            observer(job, queue, str(outcome), seconds)
+
+    def due_in(self) -> float | None:
+        """Seconds until a flush is due; ``None`` while nothing waits to be written."""
+        if not self._pending:
+            return None
+        every = conf.STATS_EVERY.total_seconds()
+        return max(0.0, self._flushed + every - time.monotonic())
+
+    def flush(self, *, force: bool = False) -> int:
+        """Write what was counted, if a flush is due (or *force*); return the rows written.
+
+        Never raises: a flush the database refuses is logged, and its counts
+        are kept to be added by the next one.
+        """
+        if not force and (self.due_in() or 0.0) > 0:
+            return 0
+        with self._lock:
+            taken, self._pending = self._pending, {}
+            self._flushed = time.monotonic()
+        if not taken:
+            return 0
+        rows = [(key, taken[key]) for key in sorted(taken)]
+        try:
+            add_stats([(_minute(key[0]), *key[1:], tally) for key, tally in rows])
+        except Exception as exc:  # a database error or any other: never a drive's failure
+            logger.warning("Pass statistics not written (%s); kept for the next", describe(exc))
+            with self._lock:
+                for key, tally in rows:
+                    kept = self._pending.setdefault(key, Tally())
+                    kept.merge(tally)
+            return 0
+        return len(rows)
+
+    def forget(self) -> None:
+        """Drop what was counted (tests)."""
+        with self._lock:
+            self._pending.clear()
+            self._flushed = time.monotonic()
+
+
+def _minute(epoch: int) -> datetime:
+    return datetime.fromtimestamp(epoch, tz=UTC)
+
+
+#: This process's statistics, shared by its drives (O1).
+aggregate = Aggregate()

@@ -1,0 +1,86 @@
+"""O1's one write: a flush of pass statistics, added to the rows already there (SPEC §16).
+
+Every figure of a :class:`~django_leasejobs.models.PassStat` row only grows,
+so a flush is an *increment*, never a read-modify-write: ONE ``INSERT`` per
+chunk of rows whose conflict clause adds the new counts to an existing row
+(``ON CONFLICT ... DO UPDATE`` on PostgreSQL and SQLite, ``ON DUPLICATE KEY
+UPDATE`` on MariaDB and MySQL) and keeps the larger longest duration. Two
+processes flushing the same keys at once each add their own; neither count
+is lost. Rows are written in key order, so two flushes lock them in one
+order, and a deadlock (MariaDB's gap locks) is simply run again.
+
+This is SQL the ORM does not write: ``bulk_create(update_conflicts=True)``
+sets a column to the new value, it cannot add to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from django.db import connections, router, transaction
+
+from django_leasejobs.models import PassStat
+from django_leasejobs.models.observability import BUCKET_FIELDS
+
+from .base import conflicts_retried
+
+if TYPE_CHECKING:
+    from django_leasejobs.stats import Tally
+
+__all__ = ["add_stats"]
+
+_KEY = ("minute", "job", "queue", "outcome")
+_SUMMED = ("count", "total_seconds", *BUCKET_FIELDS)
+_COLUMNS = (*_KEY, *_SUMMED, "max_seconds")
+
+#: One row of a flush: its key (the minute, job, queue and outcome) and its tally.
+Row = tuple[datetime, str, str, str, "Tally"]
+
+
+@conflicts_retried
+def add_stats(rows: list[Row]) -> None:
+    """Add *rows*' counts to the statistics table, creating the rows not there yet.
+
+    In one transaction of one statement per chunk of the backend's
+    parameter limit.
+    """
+    using = router.db_for_write(PassStat)
+    connection = connections[using]
+    size = max(1, connection.ops.bulk_batch_size(list(_COLUMNS), rows) or len(rows))
+    with transaction.atomic(using=using), connection.cursor() as cursor:
+        for start in range(0, len(rows), size):
+            chunk = rows[start : start + size]
+            sql = _upsert(connection.vendor, connection.ops.quote_name, len(chunk))
+            params: list[Any] = []
+            for minute, job, queue, outcome, tally in chunk:
+                params += [connection.ops.adapt_datetimefield_value(minute), job, queue, outcome]
+                params += [tally.count, tally.total, *tally.buckets, tally.longest]
+            cursor.execute(sql, params)
+
+
+def _upsert(vendor: str, qn: Callable[[str], str], count: int) -> str:
+    """The statement for *count* rows, on *vendor*'s terms (*qn* quotes a name)."""
+    table = qn(PassStat._meta.db_table)
+    columns = ", ".join(qn(name) for name in _COLUMNS)
+    one = "(" + ", ".join(["%s"] * len(_COLUMNS)) + ")"
+    values = ", ".join([one] * count)
+    longest = qn("max_seconds")
+    if vendor == "mysql":
+        added = ", ".join(f"{qn(name)} = {qn(name)} + VALUES({qn(name)})" for name in _SUMMED)
+        keep = f"{longest} = GREATEST({longest}, VALUES({longest}))"
+        return (
+            f"INSERT INTO {table} ({columns}) VALUES {values} "
+            f"ON DUPLICATE KEY UPDATE {added}, {keep}"
+        )
+    key = ", ".join(qn(name) for name in _KEY)
+    added = ", ".join(f"{qn(name)} = {table}.{qn(name)} + excluded.{qn(name)}" for name in _SUMMED)
+    keep = (
+        f"{longest} = CASE WHEN excluded.{longest} > {table}.{longest} "
+        f"THEN excluded.{longest} ELSE {table}.{longest} END"
+    )
+    return (
+        f"INSERT INTO {table} ({columns}) VALUES {values} "
+        f"ON CONFLICT ({key}) DO UPDATE SET {added}, {keep}"
+    )

@@ -1,0 +1,87 @@
+"""The figures the overview and the metrics view read (SPEC §16: O2, O4, O5)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from django_leasejobs import RunStatus, pause_queue, start
+from django_leasejobs.figures import attention, percentile, queues, window
+from django_leasejobs.models import PassStat, Run
+from django_leasejobs.models.observability import BUCKETS
+from tests.factories import RunFactory
+
+pytestmark = pytest.mark.django_db
+
+MINUTE = timedelta(minutes=1)
+
+
+def test_o2_o5_each_queue_has_its_due_depth_lag_and_pause(frozen_clock):
+    now = frozen_clock.now()
+    for n in range(3):
+        run = start("tests.noop", instance=f"m{n}", queue="mail").run
+        Run.objects.filter(pk=run.pk).update(next_attempt_at=now - timedelta(seconds=10 * n))
+    later = start("tests.noop", instance="later", queue="reports").run
+    Run.objects.filter(pk=later.pk).update(next_attempt_at=now + timedelta(hours=1))
+    pause_queue("idle", by="ops")
+    found = {figures.queue: figures for figures in queues(now)}
+    assert set(found) == {"mail", "reports", "idle"}
+    assert (found["mail"].due, found["mail"].oldest_due_seconds, found["mail"].live) == (3, 20, 3)
+    assert (found["reports"].due, found["reports"].oldest_due_seconds) == (0, None)
+    assert found["idle"].paused is not None
+    assert found["mail"].paused is None
+
+
+def test_o2_o4_attention_counts_held_stalled_throttled_and_overdue(frozen_clock):
+    now = frozen_clock.now()
+    RunFactory(status=RunStatus.HELD)
+    RunFactory(job="tests.noop", started_at=now - timedelta(hours=1))  # past STALL_AFTER
+    RunFactory(job="tests.noop", started_at=now - timedelta(minutes=1))
+    RunFactory(throttled_by="rate", lease_owner=None)
+    figures = attention(now)
+    assert (figures.held, figures.stalled, figures.throttled, figures.overdue) == (1, 1, 1, 0)
+    assert figures.live == {"held": 1, "running": 3}
+
+
+def _stat(minute, outcome="completed", count=1, **extra):
+    return PassStat.objects.create(
+        minute=minute, job="t.f", queue="q", outcome=outcome, count=count, **extra
+    )
+
+
+def test_o4_a_window_folds_its_minutes_into_intervals_outcomes_and_jobs(frozen_clock):
+    start_at = frozen_clock.now().replace(second=0, microsecond=0) - timedelta(hours=1)
+    _stat(start_at, count=4, le_00=4, total_seconds=0.01)
+    _stat(start_at + MINUTE, count=2, le_07=2, total_seconds=1.5, max_seconds=0.9)
+    _stat(start_at + 20 * MINUTE, outcome="retrying", count=1, le_07=1)
+    found = window(start_at, start_at + timedelta(hours=1), timedelta(minutes=15))
+    assert found.series == {start_at: {"completed": 6}, start_at + 15 * MINUTE: {"retrying": 1}}
+    job = found.jobs["t.f"]
+    assert (job.passes, job.failures) == (7, 1)
+    assert job.failure_rate == pytest.approx(1 / 7)
+    assert job.p50 is not None
+    assert job.p50 <= BUCKETS[0]
+    assert 0.5 < job.p95 <= 1.0
+    assert found.by_key[("t.f", "q", "completed")][0] == 6
+    assert found.unreadable == 0
+
+
+def test_o4_s11_malformed_statistics_rows_are_counted_as_unreadable_never_raised(frozen_clock):
+    at = frozen_clock.now().replace(second=0, microsecond=0) - timedelta(minutes=5)
+    _stat(at, outcome="exploded", count=3)  # an outcome outside the vocabulary
+    _stat(at + MINUTE, count=-2)  # a negative count
+    _stat(at + 2 * MINUTE, count=1, le_00=5)  # more in its buckets than its count
+    _stat(at + 3 * MINUTE, count=1, le_00=1, total_seconds=0.001)
+    found = window(at, at + timedelta(minutes=10), MINUTE)
+    assert found.unreadable == 3
+    assert found.jobs["t.f"].passes == 1
+
+
+def test_o4_percentiles_follow_the_histogram():
+    buckets = [0] * (len(BUCKETS) + 1)
+    assert percentile(buckets, 0.5, 0.0) is None
+    buckets[0] = 10
+    assert percentile(buckets, 0.5, 0.0) == pytest.approx(BUCKETS[0] / 2)
+    buckets[-1] = 90
+    assert percentile(buckets, 0.95, 400.0) == 400.0
