@@ -23,10 +23,6 @@ JOB = "tests.mostly_quick"
 SLOW = 6.0
 
 
-
-
-
-
 def test_s13_runs_claimed_behind_a_long_pass_are_given_back_to_an_idle_worker():
     quick = {"sleep": 0}
     before = [start(JOB, quick, instance=f"a{n:02}").run for n in range(12)]

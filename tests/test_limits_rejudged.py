@@ -29,10 +29,6 @@ def _worker(rule: str):
     return django_command("rundueJobs", "--loop", "--job", JOB, env={"LEASEJOBS_TEST_RATE": rule})
 
 
-
-
-
-
 def _began() -> int:
     return PassLog.objects.count()
 

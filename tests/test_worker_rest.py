@@ -28,10 +28,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 PATIENCE = 30
 
 
-
-
-
-
 def _live(job: str) -> int:
     return Run.objects.filter(job=job, status=RunStatus.RUNNING).count()
 
