@@ -24,6 +24,7 @@ from .leases import Claimed, Lease
 from .outcome import Outcome
 from .passes import Pass
 from .states import PassOutcome
+from .tracing import finished, pass_span
 
 if TYPE_CHECKING:
     from .registry import Job
@@ -73,12 +74,15 @@ def run_pass(lease: Lease, interrupt: Callable[[], bool] | None = None) -> Outco
     beating: AbstractContextManager[object] = (
         Heartbeat(lease) if lease.spec.heartbeat else nullcontext()
     )
-    try:
-        p = Pass(lease, interrupt=interrupt)
-        with beating:
-            ending = Ending(result=lease.spec.handler(p))
-    except KeyboardInterrupt:
-        raise
-    except BaseException as exc:  # LeaseLost and PassInterrupted too; SystemExit is a failure
-        ending = Ending(error=exc)
-    return conclude(lease, ending)
+    with pass_span(lease) as span:  # O3, when OpenTelemetry is there
+        try:
+            p = Pass(lease, interrupt=interrupt)
+            with beating:
+                ending = Ending(result=lease.spec.handler(p))
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # LeaseLost and PassInterrupted too; SystemExit fails it
+            ending = Ending(error=exc)
+        outcome = conclude(lease, ending)
+        finished(span, outcome.status, ending.error)
+    return outcome

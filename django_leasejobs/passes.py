@@ -34,6 +34,7 @@ from .exceptions import (
 from .leases import RENEW_AT_CHECK
 from .ledger import Ledger
 from .policy import Retry
+from .tracing import step_span
 
 if TYPE_CHECKING:
     from .leases import Lease
@@ -281,7 +282,8 @@ class Pass:
         self._boundary()
         try:
             policy = retry or self._lease.spec.retry
-            return self._lost_if(lambda: self._ledger.run(name, fn, policy))
+            with step_span(name):  # O3, when OpenTelemetry is there
+                return self._lost_if(lambda: self._ledger.run(name, fn, policy))
         except StepFailed as failure:
             self._lease.record.decide(Verdict.STEP_FAILED, failure)
             raise

@@ -155,7 +155,7 @@ def test_s13_a_compiled_insert_sends_what_bulk_create_sends(deferred, frozen_clo
     rows = _rows("i", 3)
     run_after = frozen_clock.now() + timedelta(hours=1) if deferred else None
     values: dict[str, object] = {"job": "tests.walk", "origin": "api", "run_after": run_after}
-    values |= {"queue": "imports", "priority": -7}
+    values |= {"queue": "imports", "priority": -7, "trace_context": None}
     for number, row in enumerate(rows):
         values |= {f"{name}_{number}": value for name, value in row._asdict().items()}
     objects = _INSERT.objects(

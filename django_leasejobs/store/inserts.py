@@ -36,7 +36,7 @@ from .compiled import (
 __all__ = ["PER_CALL", "Insert", "Unnest"]
 
 #: The columns every run of one insert shares, given by the call.
-PER_CALL = ("job", "origin", "queue", "priority")
+PER_CALL = ("job", "origin", "queue", "priority", "trace_context")
 
 
 class Insert:
@@ -75,6 +75,7 @@ class Insert:
                 origin=s.origin,
                 queue=s.queue,
                 priority=s.priority,
+                trace_context=s.trace_context,
                 started_at=s.now,
                 updated_at=s.now,
                 next_attempt_at=due,

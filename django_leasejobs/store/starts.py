@@ -22,6 +22,7 @@ from django_leasejobs.querysets import live_key
 from django_leasejobs.registry import Job, get_job
 from django_leasejobs.routing import priority_problem, queue_problem
 from django_leasejobs.states import LIVE_STATUSES, RunOrigin, RunStatus
+from django_leasejobs.tracing import carrier
 
 from .base import CHANNEL, alias, conflicts_retried, notifies, now, runs
 from .cancels import free_expired_cancel
@@ -246,6 +247,7 @@ def insert(
         return _insert_and_read(job, origin, rows, route, run_after)
     values: dict[str, Any] = {"job": job, "origin": origin, "channel": CHANNEL}
     values |= route._asdict()
+    values["trace_context"] = carrier()  # O3: the starter's trace, for its passes to link to
     values["run_after"] = run_after
     # A run due later wakes nobody: the first drive after it is due finds it.
     notify = notifies(using) and (run_after is None or run_after <= timezone.now())
@@ -258,6 +260,7 @@ def _insert_and_read(
     job: str, origin: RunOrigin, rows: list[Row], route: Route, run_after: datetime | None
 ) -> list[Run]:
     at = now()
+    context = carrier()  # O3
     objects: list[Model] = [
         Run(
             id=row.id,
@@ -272,6 +275,7 @@ def _insert_and_read(
             next_attempt_at=run_after if run_after is not None else at,
             live_key=row.live_key,
             limit_key=row.limit_key,
+            trace_context=context,
         )
         for row in rows
     ]

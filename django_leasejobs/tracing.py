@@ -1,0 +1,144 @@
+"""O3: OpenTelemetry spans for passes and steps, linked to the code that started the run (§16).
+
+Where ``opentelemetry-api`` is importable, each pass is a span
+(``leasejobs.pass <job>``) and each step a child span (``leasejobs.step
+<name>``), from the site's own tracer provider -- the app never configures
+one. ``start()``, ``start_many()`` and the tasks backend store the caller's
+W3C trace context on the run (:func:`carrier`, through the site's global
+propagator), and each pass's span links to it, so a request's trace leads
+to the work it enqueued, however long after and on whatever machine the
+work runs.
+
+The attributes follow OpenTelemetry's messaging semantic conventions where
+one fits -- ``messaging.system``, ``messaging.operation.type`` (``process``)
+and ``.name``, ``messaging.destination.name`` (the queue),
+``messaging.message.id`` (the run id) -- and name the rest
+``leasejobs.*``: the job, the attempt, the outcome. A pass span is of kind
+``CONSUMER``; the link, not a parent, ties it to its producer, as those
+conventions say for work that is processed apart from where it was sent.
+
+Without the package nothing is imported beyond one failed import, once, and
+every function here returns at once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .leases import Lease
+
+__all__ = ["SYSTEM", "carrier", "finished", "pass_span", "step_span"]
+
+#: ``messaging.system``: no registered value fits a database-backed job queue.
+SYSTEM = "django_leasejobs"
+
+_modules: tuple[ModuleType, ModuleType] | None = None
+_looked = False
+
+
+def _otel() -> tuple[ModuleType, ModuleType] | None:
+    """``(opentelemetry.trace, opentelemetry.propagate)``, or ``None`` without the package."""
+    global _modules, _looked  # noqa: PLW0603 - looked up once per process, on first use
+    if not _looked:
+        try:
+            import opentelemetry.propagate
+            import opentelemetry.trace
+        except ImportError:
+            _modules = None
+        else:
+            _modules = (opentelemetry.trace, opentelemetry.propagate)
+        _looked = True
+    return _modules
+
+
+def carrier() -> str | None:
+    """The current trace context as stored on a new run (JSON of W3C headers), or ``None``.
+
+    ``None`` without OpenTelemetry, or outside any recording span: then the
+    run's passes start traces of their own.
+    """
+    found = _otel()
+    if found is None:
+        return None
+    trace, propagate = found
+    if not trace.get_current_span().get_span_context().is_valid:
+        return None
+    headers: dict[str, str] = {}
+    propagate.inject(headers)
+    return json.dumps(headers, sort_keys=True) if headers else None
+
+
+def _links(trace: ModuleType, propagate: ModuleType, stored: str | None) -> list[Any]:
+    """A link to the span that started the run, from its stored context (none if unreadable)."""
+    if not stored:
+        return []
+    try:
+        headers = json.loads(stored)
+        context = propagate.extract(headers if isinstance(headers, dict) else {})
+    except (ValueError, TypeError):
+        return []  # a hand-edited row: the pass is traced all the same
+    span_context = trace.get_current_span(context).get_span_context()
+    return [trace.Link(span_context)] if span_context.is_valid else []
+
+
+#: What a span is without OpenTelemetry: nothing, at no cost.
+_NOTHING: AbstractContextManager[None] = nullcontext()
+
+
+def pass_span(lease: Lease) -> AbstractContextManager[Any]:
+    """A span around one pass, linked to its run's starter; ``None`` without OpenTelemetry."""
+    found = _otel()
+    return _NOTHING if found is None else _pass_span(*found, lease)
+
+
+@contextmanager
+def _pass_span(trace: ModuleType, propagate: ModuleType, lease: Lease) -> Iterator[Any]:
+    run = lease.run
+    tracer = trace.get_tracer("django_leasejobs")
+    attributes = {
+        "messaging.system": SYSTEM,
+        "messaging.operation.type": "process",
+        "messaging.operation.name": "process",
+        "messaging.destination.name": run.queue,
+        "messaging.message.id": run.pk,
+        "leasejobs.run.id": run.pk,
+        "leasejobs.job": run.job,
+        "leasejobs.attempt": run.attempts + 1,
+    }
+    with tracer.start_as_current_span(
+        f"leasejobs.pass {run.job}",
+        kind=trace.SpanKind.CONSUMER,
+        links=_links(trace, propagate, run.trace_context),
+        attributes=attributes,
+        record_exception=False,  # recorded by the pass, not once more on the way out
+        set_status_on_exception=False,
+    ) as span:
+        yield span
+
+
+def finished(span: Any, outcome: str, error: BaseException | None) -> None:
+    """Note the pass's outcome on its *span*, and the handler's exception if it raised."""
+    if span is None:
+        return
+    span.set_attribute("leasejobs.outcome", str(outcome))
+    if error is not None:
+        trace, _propagate = _otel() or (None, None)
+        span.record_exception(error)
+        if trace is not None:
+            span.set_status(trace.Status(trace.StatusCode.ERROR, type(error).__name__))
+
+
+def step_span(name: str) -> AbstractContextManager[Any]:
+    """A child span of the pass around one step; the step's exception recorded."""
+    found = _otel()
+    if found is None:
+        return _NOTHING
+    tracer = found[0].get_tracer("django_leasejobs")
+    return tracer.start_as_current_span(  # type: ignore[no-any-return]
+        f"leasejobs.step {name}", attributes={"leasejobs.step": name}
+    )
