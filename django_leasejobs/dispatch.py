@@ -33,7 +33,7 @@ from .pacing import Claims, pace
 from .pool import Pool
 from .report import DriveReport, Note
 from .states import PassOutcome
-from .stats import aggregate
+from .stats import aggregate, lost_observers
 
 if TYPE_CHECKING:
     from .registry import Job
@@ -110,6 +110,8 @@ class Walk:
     def lost(self) -> None:
         """A claim went to another worker: go on further along the snapshot (:func:`_away`)."""
         self.position = _away(self.position, len(self.keys))
+        for observer in lost_observers:  # O2: rundueJobs --metrics-port counts it
+            observer()
 
     def failed(self, key: DueKey, exc: BaseException, lost: bool) -> None:
         """A database error on *key*'s run: that run only, or the drive if it is an outage."""
@@ -215,7 +217,10 @@ class Dispatcher:
         self._collect(state, timeout=0)
         while not state.stop():
             if not self.pool.free():
-                self._collect(state, timeout=WAIT_SLICE)
+                # Claims held for the next runs wait for a thread: given back if that takes
+                # long, as behind a long pass at concurrency 1 (pacing.Keeper, §13).
+                with state.claims.watch():
+                    self._collect(state, timeout=WAIT_SLICE)
                 continue
             key = state.next()
             if key is None:
@@ -238,7 +243,10 @@ class Dispatcher:
         """Claim *key*'s run here (L2), and hand its passes to a free thread."""
         spec = state.by_name[key.job]
         try:
-            claimed, lost = state.take(key, spec, room=self.pool.free())
+            # Short passes: claim for the free threads and one more round of them, so a
+            # thread that frees finds its next run claimed already (§13: sized to the pool).
+            room = self.pool.free() + self.pool.size
+            claimed, lost = state.take(key, spec, room=room)
             if claimed is None and not lost:
                 claimed = claim(key.id, spec, took_over=key.took_over)
                 lost = claimed is None
