@@ -110,7 +110,8 @@ INSERT INTO leasejobs_run (
     id, job, instance, payload, status, cursor, counters, attempts, failure_code, last_error,
     started_at, updated_at, next_attempt_at, ended_at, lease_owner, lease_began_at,
     lease_holder, admission_misses, rerun_requested, rerun_payload, has_steps,
-    progress_total, live_key, origin, queue, priority, result, limit_key, throttled_by
+    progress_total, live_key, origin, queue, priority, result, limit_key, throttled_by,
+    idle_passes
 )
 SELECT
     lpad(upper(to_hex(n)), 26, '0'),
@@ -144,7 +145,8 @@ SELECT
     0,
     CASE WHEN status = 'done' THEN '{"rows": ' || mod(n, 1000) || '}' END,
     NULL,
-    ''
+    '',
+    0
 FROM (
     SELECT n, job, status, status IN ('running', 'held') AS live, started_at, took
     FROM (
@@ -213,6 +215,7 @@ def sqlite_rows(runs: int, base: datetime.datetime) -> Any:
             f'{{"rows": {n % 1000}}}' if status == "done" else None,
             None,
             "",
+            0,
         )
 
 
@@ -220,9 +223,8 @@ SQLITE_INSERT = (
     "INSERT INTO leasejobs_run (id, job, instance, payload, status, cursor, counters, attempts, "
     "failure_code, last_error, started_at, updated_at, next_attempt_at, ended_at, lease_owner, "
     "lease_began_at, lease_holder, admission_misses, rerun_requested, rerun_payload, has_steps, "
-    "progress_total, live_key, origin, queue, priority, result, limit_key, throttled_by) VALUES ("
-    + ", ".join(["%s"] * 29)
-    + ")"
+    "progress_total, live_key, origin, queue, priority, result, limit_key, throttled_by, "
+    "idle_passes) VALUES (" + ", ".join(["%s"] * 30) + ")"
 )
 
 

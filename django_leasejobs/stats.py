@@ -29,7 +29,7 @@ from .errors import describe
 from .models.observability import BUCKETS
 from .store.stats import add_stats
 
-__all__ = ["Aggregate", "StatKey", "Tally", "aggregate", "observers"]
+__all__ = ["Aggregate", "StatKey", "Tally", "aggregate", "lost_observers", "observers"]
 
 logger = logging.getLogger("django_leasejobs")
 
@@ -39,6 +39,9 @@ StatKey = tuple[int, str, str, str]
 #: Called for every pass counted, with (job, queue, outcome, seconds): the live
 #: metrics of ``rundueJobs --metrics-port`` (O2) add themselves here.
 observers: list[Callable[[str, str, str, float], None]] = []
+#: Called, with no arguments, each time a drive finds a claim went to another
+#: worker (``Walk.lost()``): the ``leasejobs_claims_lost_total`` counter (O2).
+lost_observers: list[Callable[[], None]] = []
 
 
 class Tally:
@@ -76,7 +79,12 @@ class Aggregate:
         self._flushed = time.monotonic()
 
     def observe(self, job: str, queue: str, outcome: str, seconds: float) -> None:
-        """Count one pass that ended now (UTC minute), with its duration."""
+        """Count one pass that ended now (UTC minute), with its duration.
+
+        The live observers (``--metrics-port``) hear of it whatever ``STATS`` says.
+        """
+        for observer in observers:
+            observer(job, queue, str(outcome), seconds)
         if not conf.STATS:
             return
         minute = int(time.time() // 60 * 60)
@@ -86,8 +94,6 @@ class Aggregate:
             if tally is None:
                 tally = self._pending[key] = Tally()
             tally.add(max(0.0, seconds))
-        for observer in observers:
-            observer(job, queue, str(outcome), seconds)
 
     def due_in(self) -> float | None:
         """Seconds until a flush is due; ``None`` while nothing waits to be written."""

@@ -3,4 +3,9 @@ from __future__ import annotations
 from django.contrib import admin
 from django.urls import path
 
-urlpatterns = [path("admin/", admin.site.urls)]
+from django_leasejobs.views import metrics
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("metrics/leasejobs", metrics, name="leasejobs-metrics"),
+]

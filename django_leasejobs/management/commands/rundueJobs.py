@@ -5,7 +5,8 @@ The name is the one users asked for; ``run_due_jobs`` is the conventional alias.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import logging
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from django.conf import settings
@@ -25,10 +26,15 @@ from django_leasejobs.routing import DEFAULT_QUEUE
 from django_leasejobs.stats import aggregate
 from django_leasejobs.worker import Worker
 
+logger = logging.getLogger("django_leasejobs")
+
 valid_positive_int = whole_number(1)
 valid_interval = quantity("seconds", most=86400, zero_ok=False)
 valid_stop_timeout = quantity("seconds", most=86400, zero_ok=True)
 valid_max_seconds = quantity("seconds", most=86400, zero_ok=False)
+valid_port = whole_number(1, 65535)
+#: Where --metrics-port listens unless --metrics-address says otherwise: this machine only.
+METRICS_ADDRESS = "127.0.0.1"
 
 
 class Command(LeaseJobsCommand):
@@ -120,8 +126,57 @@ class Command(LeaseJobsCommand):
                 "second signal exits at once."
             ),
         )
+        parser.add_argument(
+            "--metrics-port",
+            type=valid_port,
+            default=None,
+            metavar="PORT",
+            help=(
+                "Serve this process's own Prometheus metrics (passes, durations, claims lost, "
+                "throttled passes, connections) on this port for as long as it runs (O2); needs "
+                "django-leasejobs[prometheus]."
+            ),
+        )
+        parser.add_argument(
+            "--metrics-address",
+            default=None,
+            metavar="ADDRESS",
+            help=f"With --metrics-port: the address to listen on (default: {METRICS_ADDRESS}).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        stop_metrics = self._serve_metrics(options["metrics_port"], options["metrics_address"])
+        try:
+            self._drive(options)
+        finally:
+            stop_metrics()
+
+    def _serve_metrics(self, port: int | None, address: str | None) -> Callable[[], None]:
+        """Start ``--metrics-port``'s server (O2) before anything is driven; return its stop."""
+        if port is None:
+            if address is not None:
+                raise CommandError("--metrics-address is where --metrics-port listens; give both")
+            return lambda: None
+        address = METRICS_ADDRESS if address is None else address
+        try:
+            import prometheus_client  # noqa: F401 - only whether it is installed
+        except ImportError:
+            raise CommandError(
+                "--metrics-port needs prometheus-client: pip install 'django-leasejobs[prometheus]'"
+            ) from None
+        from django_leasejobs.metrics import serve_worker_metrics
+
+        try:
+            stop = serve_worker_metrics(port, address)
+        except OSError as exc:  # in use, not ours to bind, or an address that does not resolve
+            reason = exc.strerror or str(exc)
+            raise CommandError(
+                f"--metrics-port {port}: cannot listen on {address}: {reason}"
+            ) from None
+        logger.info("Worker metrics served on %s port %s", address, port)
+        return stop
+
+    def _drive(self, options: dict[str, Any]) -> None:
         drive = {
             "limit": options["limit"],
             "max_passes": options["max_passes"],
