@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 from django.core.management import call_command
+from django.core.management.base import SystemCheckError
 from django.db import connection
 
 from django_leasejobs import checks
@@ -113,3 +114,13 @@ def test_w003_listen_database_that_cannot_listen(settings):
 
 def test_manage_py_check_is_clean():
     call_command("check", "--fail-level", "WARNING")
+
+
+@pytest.mark.parametrize("value", [0, -1, "4", True, 1.5])
+def test_e002_w5_a_bad_concurrency_setting_is_refused_by_check(settings, value):
+    settings.LEASEJOBS = {"CONCURRENCY": value}
+    (message,) = checks.check_settings()
+    assert message.id == "leasejobs.E002"
+    assert f"LEASEJOBS['CONCURRENCY'] must be a positive int, got {value!r}" in message.msg
+    with pytest.raises(SystemCheckError, match=r"leasejobs\.E002.*CONCURRENCY"):
+        call_command("check")

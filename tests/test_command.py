@@ -103,3 +103,31 @@ def test_d5_loop_stops_on_sigterm_or_sigint_after_the_pass_in_flight(signum):
     assert finished.status == RunStatus.DONE  # the pass in flight committed
     assert finished.lease_owner is None
     assert "completed=1" in out
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.concurrency
+@pytest.mark.parametrize("value", ["0", "-1", "abc", "1.5"])
+def test_w5_a_bad_concurrency_is_refused_in_one_line_and_nothing_is_driven(value):
+    """W5, §11: ``--concurrency`` 0, negative or not an int stops the real command before
+    anything runs: a non-zero exit, one error line naming the option and the value
+    (after argparse's usage block), and a run started before is left as it was."""
+    run = Run.objects.get(pk=start("tests.noop").run.pk)
+    command = django_command("rundueJobs", "--concurrency", value, "--job", "tests.noop")
+    out, err = command.communicate(timeout=WAIT)
+    assert command.returncode != 0
+    assert out == ""
+    lines = err.strip().splitlines()
+    (reason,) = [line for line in lines if "error" in line]
+    assert reason == lines[-1]
+    assert f"argument --concurrency: {value!r}" in reason
+    # Every other line is the usage block.
+    assert lines[0].startswith("usage:")
+    assert all(line.startswith(" ") for line in lines[1:-1]), err
+    after = Run.objects.get(pk=run.pk)
+    assert (after.status, after.lease_owner, after.attempts, after.updated_at) == (
+        RunStatus.RUNNING,
+        None,
+        0,
+        run.updated_at,
+    )

@@ -15,6 +15,8 @@ the lease protocol is asserted, not just printed:
   kill -- and each of its runs is done with exact counters too (C2);
 * a step's side effect is duplicated only when a kill (or the restart) hit
   that step in flight, so duplicates <= kills (+ workers for the restart);
+  with ``--concurrency 4`` (W5) a killed worker has up to four steps in
+  flight, one per thread, so duplicates <= kills x 4;
 * a malformed row (and, on PostgreSQL, a row it cannot hand back) added
   mid-run fails alone as ``decode_failed`` and never reaches a handler, and
   a schedule nudged off the cron grid mid-run fires its off-grid due time and
@@ -61,13 +63,16 @@ LIMITED = "tests.chaos_limited"  # chaos_walk's handler, at most 2 passes at onc
 LIMITED_RUNS = 300 if LONG else 30
 LIMITED_PASSES, LIMITED_STEPS, LIMITED_STEP_SECONDS = 2, 2, 0.1
 CONCURRENCY = 2
+#: The W5 variant's passes at once per worker (``rundueJobs --concurrency``).
+THREADS = 4
 
 
 class Fleet:
     """The worker processes, the kills and the replacements."""
 
-    def __init__(self, log_dir: Path):
+    def __init__(self, log_dir: Path, extra: tuple[str, ...] = ()):
         self.log_dir = log_dir
+        self.extra = extra  # more options for each worker's command
         self.workers: list[subprocess.Popen] = []
         self.kills: dict[int, int] = {}  # pid -> monotonic_ns of its SIGKILL
         self.started = 0
@@ -77,7 +82,8 @@ class Fleet:
         with open(self.log_dir / f"worker-{self.started}.stderr", "w") as stderr:
             worker = subprocess.Popen(
                 [sys.executable, "-m", "django", "rundueJobs", "--loop", "--interval", "0.1",
-                 "--limit", "5", "--job", JOB, "--job", CRON, "--job", LIMITED, "-v", "0"],
+                 "--limit", "5", "--job", JOB, "--job", CRON, "--job", LIMITED, "-v", "0",
+                 *self.extra],
                 env=env, stdout=subprocess.DEVNULL, stderr=stderr,
             )  # fmt: skip
         self.workers.append(worker)
@@ -173,20 +179,26 @@ def restart_database() -> None:
 
 
 def intervals(log_dir: Path, kills: dict[int, int]) -> dict[str, list[tuple[int, int, int]]]:
-    """Each run's passes as (start, end, pid); a killed pass ends at its kill."""
+    """Each run's passes as (start, end, pid); a killed pass ends at its kill.
+
+    A process's threads (W5) share its log: an end closes the earliest pass of
+    its run still open there, so two passes of one run open at once in one
+    process still read as an overlap.
+    """
     spans: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
     for path in log_dir.glob("*.log"):
         pid = int(path.stem)
-        open_passes: dict[str, int] = {}
+        open_passes: dict[str, list[int]] = defaultdict(list)
         for line in path.read_text().splitlines():
             kind, run_id, stamp = line.split()
             if kind == "start":
-                open_passes[run_id] = int(stamp)
+                open_passes[run_id].append(int(stamp))
             else:
-                spans[run_id].append((open_passes.pop(run_id), int(stamp), pid))
+                spans[run_id].append((open_passes[run_id].pop(0), int(stamp), pid))
         for run_id, began in open_passes.items():
-            assert pid in kills, f"pass of {run_id} by {pid} never ended and was not killed"
-            spans[run_id].append((began, kills[pid], pid))
+            for stamp in began:
+                assert pid in kills, f"pass of {run_id} by {pid} never ended and was not killed"
+                spans[run_id].append((stamp, kills[pid], pid))
     return spans
 
 
@@ -200,7 +212,8 @@ def most_at_once(spans: list[tuple[int, int, int]]) -> int:
     return most
 
 
-def run_chaos(tmp_path: Path, *, restart: bool) -> None:
+def run_chaos(tmp_path: Path, *, restart: bool, threads: int = 1) -> None:
+    """The chaos run; *threads* above 1 runs each worker with ``--concurrency`` (W5)."""
     payload = {"passes": PASSES, "steps": STEPS, "step_seconds": STEP_SECONDS}
     runs = [start(JOB, payload, instance=f"chaos-{n}").run.pk for n in range(RUNS)]
     limited_payload = {
@@ -212,7 +225,7 @@ def run_chaos(tmp_path: Path, *, restart: bool) -> None:
         start(LIMITED, limited_payload, instance=f"chaos-limited-{n}").run.pk
         for n in range(LIMITED_RUNS)
     ]
-    fleet = Fleet(tmp_path)
+    fleet = Fleet(tmp_path, ("--concurrency", str(threads)) if threads > 1 else ())
     began = time.monotonic()
     restarted = False
     bad: list[str] = []
@@ -301,18 +314,20 @@ def run_chaos(tmp_path: Path, *, restart: bool) -> None:
     assert len(executions) == every_step  # every step ran
     duplicates = sum(len(pids) - 1 for pids in executions.values())
     # A repeat is only allowed after its first execution's worker was killed
-    # (or, in the restart variant, cut off from the database).
+    # (or, in the restart variant, cut off from the database): one per pass in
+    # flight, so one per thread of a killed worker (W5).
     unexplained = [
         key for key, pids in executions.items() if len(pids) > 1 and pids[0] not in fleet.kills
     ]
     allowance = WORKERS if restart else 0
     assert len(unexplained) <= allowance, unexplained
-    assert duplicates <= len(fleet.kills) + allowance
+    assert duplicates <= len(fleet.kills) * threads + allowance
 
     passes_run = sum(len(p) for p in spans.values())
     print(
         f"\nchaos{' + server restart' if restart else ''} on {connection.vendor}: "
-        f"runs={len(runs)} passes={passes_run} workers={WORKERS} kills={len(fleet.kills)} "
+        f"runs={len(runs)} passes={passes_run} workers={WORKERS} threads={threads} "
+        f"kills={len(fleet.kills)} "
         f"duplicates={duplicates} limited={len(limited)} at-once={at_once} wall={wall:.0f}s"
     )
     assert len(fleet.kills) >= MIN_KILLS
@@ -325,3 +340,8 @@ def test_chaos_sigkilled_workers(tmp_path):
 
 def test_chaos_sigkilled_workers_and_a_database_restart(tmp_path):
     run_chaos(tmp_path, restart=True)
+
+
+def test_chaos_sigkilled_workers_at_concurrency_4(tmp_path):
+    """W5: the same chaos with each worker running four passes at once on its threads."""
+    run_chaos(tmp_path, restart=False, threads=THREADS)

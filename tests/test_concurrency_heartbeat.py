@@ -1,0 +1,98 @@
+"""W5 + L10 + R10: the heartbeat and the timeout of each pass, on a worker's threads.
+
+One ``rundueJobs --concurrency 4`` process (a one-shot drive: it waits for
+every pass it began) runs four passes at once. The would-be thief of the
+heartbeat test is this test process, driving the same runs on its own
+connection, as in ``tests/test_heartbeat.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from django_leasejobs import RunStatus, run_due_jobs, start
+from django_leasejobs.models import Run
+from tests.models import PassLog
+from tests.processes import django_command
+from tests.test_concurrency import WAIT, _most_at_once
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.concurrency]
+
+
+def test_w5_l10_each_threads_heartbeat_keeps_its_pass_from_being_taken_over():
+    """W5 + L10: four runs of ``tests.w5.heartbeat`` (0.6 s lease, ``heartbeat=True``)
+    whose passes sleep 2 s with no step boundary -- more than three leases -- four at
+    once in one ``--concurrency 4`` process. For as long as they run this process
+    tries to take them over: it never claims one, each handler ran once, and each
+    run is done with no attempt charged."""
+    job = "tests.w5.heartbeat"
+    runs = [start(job, {"sleep": 2.0}, instance=f"h{n}").run.pk for n in range(4)]
+    worker = django_command("rundueJobs", "--concurrency", "4", "--json", "--job", job)
+    began = PassLog.objects.filter(run_id__in=runs)
+    attempted = 0
+    try:
+        while worker.poll() is None and began.count() < 4:
+            time.sleep(0.02)  # the thief waits for the passes to begin, or it would win them
+        while worker.poll() is None:  # try to take the runs over while the passes run
+            attempted += run_due_jobs(jobs=[job]).attempted
+            time.sleep(0.05)
+        out, err = worker.communicate(timeout=WAIT)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    assert worker.returncode == 0, err
+    assert json.loads(out)["completed"] == 4
+    assert attempted == 0
+    logs = list(began)
+    assert sorted(log.run_id for log in logs) == sorted(runs)  # each handler ran once
+    assert len({log.pid for log in logs}) == 1
+    assert _most_at_once(logs) == 4
+    assert all((log.ended_ns - log.started_ns) / 1e9 >= 2.0 for log in logs)
+    finished = Run.objects.filter(pk__in=runs)
+    assert set(finished.values_list("status", "attempts", "failure_code")) == {
+        (RunStatus.DONE, 0, "")
+    }
+
+
+def test_w5_r10_a_pass_past_its_timeout_fails_while_the_others_on_the_threads_complete():
+    """W5 + R10: ``tests.w5.timed`` (timeout 1 s, one attempt). Two slow runs (ten steps
+    of 0.3 s) and twelve quick ones (two steps of 0.2 s) in one ``--concurrency 4``
+    drive. Each slow pass learns at a step boundary past its own second and fails
+    with ``failure_code="timeout"``; the quick passes, which ran beside them and
+    after them on the same threads for longer than a second in all, complete: the
+    timeout is each pass's own, counted from its BEGIN."""
+    job = "tests.w5.timed"
+    slow = [start(job, {"steps": 10, "step_seconds": 0.3}, instance=f"a{n}").run.pk for n in (1, 2)]
+    quick = [
+        start(job, {"steps": 2, "step_seconds": 0.2}, instance=f"b{n:02}").run.pk for n in range(12)
+    ]
+    worker = django_command("rundueJobs", "--concurrency", "4", "--json", "--job", job)
+    out, err = worker.communicate(timeout=WAIT)
+    assert worker.returncode == 0, err
+    report = json.loads(out)
+    assert (report["failed"], report["completed"]) == (2, 12)
+
+    timed_out = Run.objects.filter(pk__in=slow)
+    assert set(timed_out.values_list("status", "failure_code")) == {(RunStatus.FAILED, "timeout")}
+    assert all("PassTimedOut" in run.last_error for run in timed_out)
+    done = Run.objects.filter(pk__in=quick)
+    assert set(done.values_list("status", "attempts", "failure_code")) == {(RunStatus.DONE, 0, "")}
+    slow_logs = list(PassLog.objects.filter(run_id__in=slow))
+    quick_logs = list(PassLog.objects.filter(run_id__in=quick))
+    assert len(slow_logs) == 2
+    assert len(quick_logs) == 12
+    assert len({log.pid for log in slow_logs + quick_logs}) == 1
+    for log in slow_logs:  # stopped at the first boundary past 1 s, not after its 3 s
+        assert 1.0 <= (log.ended_ns - log.started_ns) / 1e9 < 2.5
+    # Quick passes ran while the slow ones did ...
+    assert any(
+        q.started_ns < s.ended_ns and s.started_ns < q.ended_ns
+        for q in quick_logs
+        for s in slow_logs
+    )
+    # ... and the threads' quick passes ran for longer than one timeout in all.
+    first, last = min(q.started_ns for q in quick_logs), max(q.ended_ns for q in quick_logs)
+    assert (last - first) / 1e9 > 1.0
