@@ -20,7 +20,7 @@ from django.utils.module_loading import import_string
 from . import compat
 from .conf import SPECS, conf
 from .tasks import LeaseJobsBackend
-from .tasks.execution import our_aliases
+from .tasks.aliases import our_aliases
 
 __all__ = [
     "check_clock",

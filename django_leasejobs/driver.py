@@ -29,7 +29,7 @@ from .querysets import RunQuerySet
 from .registry import Job, registry
 from .report import DriveReport, Note
 from .routing import queue_problem
-from .store.compiled import Select
+from .store.sql import Select
 
 __all__ = ["DriveReport", "Note", "finish", "run_due_jobs"]
 

@@ -23,13 +23,18 @@ from .codec import storable_text
 from .conf import conf
 
 __all__ = [
+    "READ_ERRORS",
     "connection_lost",
     "describe",
     "is_conflict",
     "mask_urls",
     "one_line",
     "unreadable_reason",
+    "why_unreadable",
 ]
+
+#: What reading a stored row that cannot be handed back raises, by backend and column (§12).
+READ_ERRORS = (DatabaseError, ValueError, TypeError, OverflowError)
 
 # The password may hold "/" (it is cut at the last "@" before the host); the
 # user name may not, or "https://host/path@x" would read as credentials.
@@ -114,3 +119,15 @@ def unreadable_reason(exc: BaseException) -> str:
     if isinstance(exc, ValueError | TypeError | OverflowError):
         return f"a stored value does not parse ({type(exc).__name__}: {exc})"
     return f"the stored row cannot be read ({describe(exc)})"
+
+
+def why_unreadable(exc: BaseException, using: str) -> str:
+    """Why a row could not be read back on *using* -- unless the connection is lost.
+
+    For *exc*, one of :data:`READ_ERRORS` raised while reading a row: a lost
+    connection is no fault of the row and ends the drive, so *exc* is raised
+    again; anything else costs only that row (R9, §12).
+    """
+    if isinstance(exc, DatabaseError) and connection_lost(using):
+        raise exc
+    return unreadable_reason(exc)

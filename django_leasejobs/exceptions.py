@@ -8,7 +8,9 @@ unsafe payload a ``ValidationError``, a refused argument a ``ValueError``.
 Two exceptions stand outside the hierarchy on purpose: :class:`LeaseLost` and
 :class:`PassInterrupted` are ``BaseException`` s, like
 ``asyncio.CancelledError``, so a handler's ``except Exception`` cannot
-swallow them.
+swallow them. Some are re-exported where their users import them:
+:class:`RedactedError` from ``django_leasejobs.tasks``,
+:class:`DrivesExhausted` from ``django_leasejobs.testing``.
 """
 
 from __future__ import annotations
@@ -21,11 +23,13 @@ from django.core.exceptions import ImproperlyConfigured, ValidationError
 from .policy import MAX_DELAY, Retry
 
 if TYPE_CHECKING:
+    from .report import DriveReport
     from .states import RunNowRefusal
 
 __all__ = [
     "DecodeFailed",
     "Defer",
+    "DrivesExhausted",
     "DuplicateJob",
     "InvalidJob",
     "InvalidKey",
@@ -38,12 +42,15 @@ __all__ = [
     "PassAbandoned",
     "PassInterrupted",
     "PassTimedOut",
+    "RedactedError",
     "RetryRefused",
     "RunCancelled",
     "RunNowRefused",
+    "StartContended",
     "StepFailed",
     "StepInTransaction",
     "StepReused",
+    "TaskGone",
     "UnreadableRow",
 ]
 
@@ -118,6 +125,10 @@ class InvalidKey(LeaseJobsError, ValueError):
 
 class InvalidNote(LeaseJobsError, ValueError):
     """An operator's note is too long."""
+
+
+class StartContended(LeaseJobsError):
+    """A start neither inserted a run nor joined the live one: its key kept changing hands."""
 
 
 # -- operators' refusals --------------------------------------------------------------------
@@ -234,6 +245,28 @@ class RunCancelled(LeaseJobsError):
 
 class InvalidSchedule(LeaseJobsError, ValueError):
     """A stored schedule this process cannot plan: its expression or time zone (D6)."""
+
+
+# -- a Django task's run (SPEC §9), and a test's drives ----------------------------------------
+
+
+class TaskGone(LeaseJobsError, LookupError):
+    """A run's task path no longer imports, or no longer names a task."""
+
+
+class RedactedError(LeaseJobsError):
+    """A task's exception as its run's ``last_error`` describes it, for the log (SPEC §10)."""
+
+
+class DrivesExhausted(LeaseJobsError):
+    """Runs were still due after the most drives allowed: a job that never finishes?"""
+
+    def __init__(self, drives: int, report: DriveReport) -> None:
+        super().__init__(
+            f"runs were still due after {drives} drives (a job that never finishes, or one "
+            f"started again by its own handler?); so far: {report.summary()}"
+        )
+        self.report = report
 
 
 class LeaseLost(BaseException):

@@ -13,19 +13,38 @@ Two kinds of figures, each read by a few bounded queries:
   read as one -- a restore, a hand edit: an outcome outside the vocabulary,
   a negative or non-finite figure -- is counted apart as *unreadable*,
   never a 500.
+* **For the overview** (O4, O5): the same window summed per interval by the
+  database, for a day or a week (:func:`coarse_window`); the queues the code
+  names beside the busy ones (:func:`every_queue`); and a job's last failure,
+  read from its newest runs alone (:func:`last_failure`).
 """
 
 from __future__ import annotations
 
 import math
+import operator
+import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import reduce
 from typing import Any
 
 from django.db import router
-from django.db.models import Count, Max, Min, Sum
-from django.db.models.functions import Coalesce
+from django.db.models import (
+    BooleanField,
+    Count,
+    ExpressionWrapper,
+    F,
+    FloatField,
+    Max,
+    Min,
+    Q,
+    Sum,
+    Value,
+)
+from django.db.models.functions import Cast, Coalesce, Greatest, Least, Left
+from django.db.models.lookups import GreaterThanOrEqual, LessThanOrEqual
 
 from .clock import get_clock
 from .conf import conf
@@ -33,14 +52,21 @@ from .models import PassStat, PausedQueue, Run, Schedule
 from .models.observability import BUCKET_FIELDS, BUCKETS
 from .registry import registry
 from .states import PassOutcome, RunStatus
+from .tasks.aliases import our_aliases
 
 __all__ = [
     "FAILED_OUTCOMES",
+    "FAILURE_SCAN",
     "Attention",
+    "Failure",
     "JobFigures",
     "QueueFigures",
     "Window",
     "attention",
+    "coarse_window",
+    "every_queue",
+    "last_failure",
+    "named_queues",
     "percentile",
     "queues",
     "window",
@@ -292,3 +318,158 @@ def percentile(buckets: list[int], share: float, longest: float) -> float | None
         below += count
         lower = BUCKETS[index] if index < len(BUCKETS) else lower
     return longest
+
+
+# -- for the overview (O4, O5) ---------------------------------------------------------------
+
+#: The largest finite float: a figure past it (``inf``, PostgreSQL's ``NaN``) is no figure.
+_FINITE_MAX = sys.float_info.max
+#: The largest count a float holds exactly (2**53): past it :func:`_figures` finds a count
+#: that is not a whole number of passes.
+_COUNT_MAX = 2**53
+
+
+def _readable() -> Q:
+    """A statistics row whose figures are figures, as the database tests it.
+
+    The test of :func:`window` (its outcome and :func:`_figures`), row by
+    row: counts from 0 to 2**53, no more in the buckets than the count, times
+    finite and not negative -- in a few comparisons a row (``LEAST`` /
+    ``GREATEST`` of the counts and of the times; PostgreSQL's ``NaN`` is the
+    greatest float). The buckets are summed as floats, so that a hand-edited
+    row of huge counts cannot overflow the sum.
+    """
+    counts = [F("count"), *(F(name) for name in BUCKET_FIELDS)]
+    times = [F("total_seconds"), F("max_seconds")]
+    in_buckets = reduce(operator.add, (Cast(name, FloatField()) for name in BUCKET_FIELDS))
+    return Q(
+        Q(outcome__in=PassOutcome.values),
+        GreaterThanOrEqual(Least(*counts), 0),
+        LessThanOrEqual(Greatest(*counts), _COUNT_MAX),
+        GreaterThanOrEqual(Least(*times), 0.0),
+        LessThanOrEqual(Greatest(*times), _FINITE_MAX),
+        GreaterThanOrEqual(Cast("count", FloatField()), in_buckets),
+    )
+
+
+def coarse_window(since: datetime, until: datetime, step: timedelta) -> Window:
+    """:func:`window`'s figures, summed per interval of *step* by the database.
+
+    For a day or a week, :func:`window`'s one row per (minute, job, queue,
+    outcome) is tens of thousands of rows to fold here (a week of 5 jobs x 2
+    outcomes is 100 800); the database sums them instead, so what comes back
+    is a few hundred rows whatever the rate of passes. Two reads of the
+    window's range of the statistics key, each testing a row at most once
+    (:func:`_readable`, most of a read's cost):
+
+    * per (job, queue, outcome) and readable or not: each key's figures, and
+      the unreadable rows, counted row by row as :func:`window` counts them;
+    * per interval, the passes of each outcome (a fixed vocabulary, so one
+      filtered sum each): a ``UNION ALL`` of one aggregate per interval over
+      its own range of the key, with no ``GROUP BY`` at all. (Grouped by an
+      expression of the minute instead, PostgreSQL cannot tell how few the
+      groups are and sorted the whole window, on disk past ``work_mem``:
+      400 ms for a week, measured; SQLite built a temporary B-tree.) Only
+      when the first read found unreadable rows does this one test each row.
+    """
+    table = PassStat.objects.using(router.db_for_read(PassStat))
+    keys = (
+        table.filter(minute__gte=since, minute__lt=until)
+        .annotate(readable=ExpressionWrapper(_readable(), output_field=BooleanField()))
+        .values_list("readable", "job", "queue", "outcome")
+        .annotate(
+            rows=Count("pk"),
+            n=Coalesce(Sum("count"), 0),
+            total=Coalesce(Sum("total_seconds"), 0.0),
+            longest=Coalesce(Max("max_seconds"), 0.0),
+            **{name: Coalesce(Sum(name), 0) for name in BUCKET_FIELDS},
+        )
+        .order_by()
+    )
+    result = Window(since, until, step, {}, {}, {})
+    for readable, job, queue, outcome, rows, n, total, longest, *buckets in keys:
+        if not readable or not _figures(n, total, longest, buckets):  # or a sum past a float
+            result.unreadable += int(rows)
+            continue
+        _add(result, (job, queue, outcome), int(n), float(total), float(longest), buckets)
+    # Each part reads its own range alone: beside the window's, SQLite would walk the
+    # index by the window's range, once per interval.
+    table = table.filter(_readable()) if result.unreadable else table
+    edges = [since + n * step for n in range(max(1, math.ceil((until - since) / step)))]
+    outcomes = list(PassOutcome.values)
+    parts = [
+        table.filter(minute__gte=start, minute__lt=min(start + step, until))
+        .annotate(interval=Value(number))
+        .values_list("interval")
+        .annotate(**{f"n_{o}": Coalesce(Sum("count", filter=Q(outcome=o)), 0) for o in outcomes})
+        .order_by()
+        for number, start in enumerate(edges)
+    ]
+    series: dict[datetime, dict[str, int]] = {}
+    for number, *counts in parts[0].union(*parts[1:], all=True) if parts[1:] else parts[0]:
+        found = {outcome: int(n) for outcome, n in zip(outcomes, counts, strict=True) if n}
+        if found:
+            series[edges[int(number)]] = found
+    result.series = {start: series[start] for start in sorted(series)}
+    return result
+
+
+def named_queues() -> set[str]:
+    """The queues this process's jobs and task backends name (W4, §9), busy or idle."""
+    named = {spec.queue for spec in registry}
+    for _alias, params in our_aliases():
+        named |= {queue for queue in params.get("QUEUES", ()) if isinstance(queue, str)}
+    return named
+
+
+def every_queue(now: datetime | None = None) -> list[QueueFigures]:
+    """:func:`queues`, and the queues the code names that have no live run, by name (O5).
+
+    An operator can pause a queue before its work arrives; an idle queue
+    reads as no due runs and no lag.
+    """
+    found = {figures.queue: figures for figures in queues(now)}
+    for name in named_queues() - set(found):
+        found[name] = QueueFigures(name, 0, None, 0)
+    return [found[name] for name in sorted(found)]
+
+
+#: How many of a job's newest runs are read for its last failure (O4): a bounded read.
+FAILURE_SCAN = 200
+#: The most characters of a last error read for the overview: its first line is shown.
+ERROR_READ = 500
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A job's newest failed, held or retrying run: what the overview's per-job table shows."""
+
+    run: str
+    status: str
+    code: str
+    #: The first line of its last error, cut short.
+    error: str
+
+
+def last_failure(job: str, scan: int = FAILURE_SCAN) -> Failure | None:
+    """The newest failed, held or retrying run among *job*'s newest *scan* runs (O4), or None.
+
+    One read along the ``(job, id)`` index, newest first, of at most *scan*
+    rows and only their short columns (the error cut to ``ERROR_READ``
+    characters): a job with a million finished runs costs the same. A failure
+    older than its newest *scan* runs is not found. A cancelled run is not a
+    failure; a running one whose last pass failed (``failure_code`` set) is.
+    Raises what the backend raises for a row it cannot read back (SPEC §12).
+    """
+    newest = (
+        _runs()
+        .filter(job=job)
+        .order_by("-id")
+        .values_list("id", "status", "failure_code", Left("last_error", ERROR_READ))[:scan]
+    )
+    for run, status, code, error in newest:
+        failing = status in (RunStatus.FAILED, RunStatus.HELD)
+        if failing or (status == RunStatus.RUNNING and code):
+            first = (error or "").strip().split("\n", 1)[0]
+            return Failure(str(run), str(status), str(code), first[:160])
+    return None

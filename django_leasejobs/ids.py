@@ -17,9 +17,13 @@ import os
 import threading
 import time
 
-__all__ = ["new_id", "new_owner"]
+__all__ = ["ID_LENGTH", "ID_PATTERN", "new_id", "new_owner"]
 
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+#: Characters in an id (and an owner token): 128 bits at five a character, rounded up.
+ID_LENGTH = 26
+#: What an id looks like, as a regular expression (no anchors): the column's values, exactly.
+ID_PATTERN = f"[{_ALPHABET}]{{{ID_LENGTH}}}"
 _RANDOM_BITS = 80
 #: Every two-digit string, by the 10-bit value it spells: half the steps of one digit at a time.
 _PAIRS = [high + low for high in _ALPHABET for low in _ALPHABET]
@@ -28,7 +32,7 @@ _last = 0
 
 
 def new_id() -> str:
-    """Return a new ULID string (time-ordered, 128 bits, 26 characters)."""
+    """Return a new ULID string (time-ordered, 128 bits, :data:`ID_LENGTH` characters)."""
     global _last  # noqa: PLW0603 - the process-wide monotonic state is the point
     fresh = (time.time_ns() // 1_000_000) << _RANDOM_BITS | int.from_bytes(os.urandom(10), "big")
     with _lock:
@@ -40,7 +44,7 @@ def new_id() -> str:
 def _text(value: int) -> str:
     """The 26 Crockford base32 characters of a 128-bit *value*, two digits at a time."""
     pairs = []
-    for _ in range(13):
+    for _ in range(ID_LENGTH // 2):
         pairs.append(_PAIRS[value & 0x3FF])
         value >>= 10
     return "".join(reversed(pairs))

@@ -29,6 +29,7 @@ from .exceptions import (
     StepReused,
 )
 from .leases import RENEW_BEFORE_STEP, Countdown
+from .models import STEP_NAME_LENGTH
 from .policy import Retry
 
 if TYPE_CHECKING:
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
 __all__ = ["STEP_NAME_LENGTH", "Ledger"]
 
 T = TypeVar("T")
-STEP_NAME_LENGTH = 200
 
 #: What a step's function may raise through it: the pass's own signals.
 _PASSED_THROUGH = (Defer, PassTimedOut, LeaseLost, PassInterrupted, KeyboardInterrupt)

@@ -2,8 +2,8 @@
 
 Each verb is a compare-and-set, so of two operators acting at once one wins
 and the other is told it was so "already". Runs are written through
-:mod:`.store` (the one writer of their status); a schedule's firing through
-:mod:`.schedules`. Every verb logs who acted.
+:mod:`.store` (the one writer of their status); schedules through
+:mod:`.schedules.store`, and fired by :mod:`.schedules`. Every verb logs who acted.
 """
 
 from __future__ import annotations
@@ -12,23 +12,24 @@ import logging
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db import DatabaseError, transaction
-from django.db.models import F
+from django.db import transaction
 
 from . import store
 from .clock import get_clock
 from .codec import storable_text
 from .conf import conf
-from .errors import connection_lost, unreadable_reason
+from .errors import READ_ERRORS, why_unreadable
 from .exceptions import InvalidNote, RetryRefused, RunNowRefused
-from .models import Run, Schedule
+from .models import ACTOR_LENGTH, NOTE_LENGTH, Run, Schedule
 from .registry import Job, get_job
 from .routing import queue_problem
 from .schedules import act, plan
-from .schedules.base import iso, schedule_db
+from .schedules import store as schedule_store
+from .schedules.base import schedule_db
 from .states import MissedCause, RunNowRefusal, RunOrigin, RunStatus
 from .store import StartResult
-from .tasks.execution import cancelled as task_cancelled
+from .tasks.finished import cancelled as task_cancelled
+from .times import iso
 
 __all__ = [
     "NOTE_MAX",
@@ -46,7 +47,7 @@ __all__ = [
 logger = logging.getLogger("django_leasejobs")
 
 #: Pause notes are short: they are read in a list (S4).
-NOTE_MAX = 200
+NOTE_MAX = NOTE_LENGTH
 
 
 # -- runs ----------------------------------------------------------------------------------
@@ -89,10 +90,9 @@ def retry(run_id: str, by: str | None = None) -> StartResult:
         run = Run.objects.using(store.alias()).get(pk=run_id)
     except Run.DoesNotExist:
         raise
-    except (DatabaseError, ValueError, TypeError, OverflowError) as exc:
-        if isinstance(exc, DatabaseError) and connection_lost(store.alias()):
-            raise
-        raise RetryRefused(f"run {run_id} cannot be read: {unreadable_reason(exc)}") from None
+    except READ_ERRORS as exc:
+        reason = why_unreadable(exc, store.alias())
+        raise RetryRefused(f"run {run_id} cannot be read: {reason}") from None
     if run.status not in (RunStatus.FAILED, RunStatus.CANCELLED):
         raise RetryRefused(
             f"run {run_id} is {run.status}; only failed or cancelled runs are retried"
@@ -153,11 +153,7 @@ def pause(job: str | Job, by: str, note: str = "") -> PauseResult:
         raise InvalidNote(f"a pause note is at most {NOTE_MAX} characters")
     row = _schedule(job)
     now = get_clock().now(schedule_db())
-    done = (
-        Schedule.objects.using(schedule_db())
-        .filter(pk=row.pk, paused_at__isnull=True)
-        .update(paused_at=now, paused_by=by, pause_note=storable_text(note))
-    )
+    done = schedule_store.pause(row, now, by, storable_text(note))
     row.refresh_from_db()
     if done:
         logger.info("Schedule paused job=%s by=%s", row.job, by)
@@ -177,17 +173,7 @@ def resume(job: str | Job, by: str) -> PauseResult:
     get_job(row.job)
     now = get_clock().now(schedule_db())
     with transaction.atomic(using=schedule_db()):
-        done = (
-            Schedule.objects.using(schedule_db())
-            .filter(pk=row.pk, paused_at__isnull=False)
-            .update(
-                last_paused_at=F("paused_at"),
-                resumed_at=now,
-                paused_at=None,
-                paused_by="",
-                pause_note="",
-            )
-        )
+        done = schedule_store.resume(row, now)
         missed = 0
         if done and row.next_due_at is not None and row.next_due_at <= now and row.enabled:
             row.last_paused_at, row.resumed_at, row.paused_at = row.paused_at, now, None
@@ -230,7 +216,7 @@ def run_now(job: str | Job, by: str) -> StartResult:
             f"the next is possible at {frees:%H:%M:%S} UTC",
             retry_at=frees,
         )
-    result = store.start_as(RunOrigin.HAND, spec, {"by_hand": by, "at": iso(now)})
+    result = store.start_as(RunOrigin.HAND, spec, {"by_hand": by, "at": iso(now, zulu=True)})
     if result.joined:  # a run went live between the check and the start
         raise RunNowRefused(RunNowRefusal.LIVE, f"{spec.name} already has a live run")
     logger.info("Run started by hand job=%s by=%s run=%s", spec.name, by, result.run.pk)
@@ -261,7 +247,7 @@ def pause_queue(queue: str, by: str, note: str = "") -> bool:
         raise ValueError(problem)
     if not isinstance(note, str) or len(note) > NOTE_MAX:
         raise InvalidNote(f"a pause note is a str of at most {NOTE_MAX} characters")
-    done = store.pause_queue(queue, storable_text(str(by))[:150], storable_text(note))
+    done = store.pause_queue(queue, storable_text(str(by))[:ACTOR_LENGTH], storable_text(note))
     if done:
         logger.info("Queue paused queue=%s by=%s", queue, by)
     return done

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from django.apps import apps
 from django.db import models
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, Q
 from django.db.models.expressions import Combinable
 
 from .states import LIVE_STATUSES, RunStatus
@@ -20,7 +20,7 @@ from .states import LIVE_STATUSES, RunStatus
 if TYPE_CHECKING:
     from .models import Run, Step  # noqa: F401
 
-__all__ = ["RunQuerySet", "live_key"]
+__all__ = ["RunQuerySet", "lease_in_flight", "live_key"]
 
 
 def live_key(job: str, instance: str) -> str:
@@ -30,6 +30,15 @@ def live_key(job: str, instance: str) -> str:
     the first ``|`` splits the key unambiguously whatever the instance holds.
     """
     return f"{job}|{instance}"
+
+
+def lease_in_flight(now: Combinable) -> Q:
+    """A lease that has begun and not expired at *now*: its pass may be running (L4, L6).
+
+    A condition rather than a filter, for the one statement that keeps what
+    it matches and clears the rest: a cancel's ``Case`` (§3 ``cancel``).
+    """
+    return Q(lease_began_at__isnull=False, next_attempt_at__gt=now)
 
 
 class RunQuerySet(models.QuerySet["Run"]):
@@ -42,9 +51,6 @@ class RunQuerySet(models.QuerySet["Run"]):
 
     def held(self) -> RunQuerySet:
         return self.filter(status=RunStatus.HELD)
-
-    def for_key(self, job: str, instance: str) -> RunQuerySet:
-        return self.filter(live_key=live_key(job, instance))
 
     def due(self, now: Combinable) -> RunQuerySet:
         """Runs a drive may claim at *now*: highest priority first, then in due order (D1, D7).
@@ -98,6 +104,47 @@ class RunQuerySet(models.QuerySet["Run"]):
     def held_by_any(self, owners: list[str]) -> RunQuerySet:
         """The runs any of *owners* holds: claims made together, each under its own token."""
         return self.filter(status=RunStatus.RUNNING, lease_owner__in=owners)
+
+    def lease_ends_after(self, at: Combinable) -> RunQuerySet:
+        """Runs whose lease, if any, lasts past *at*: unexpired then (L4, L7, L9)."""
+        return self.filter(next_attempt_at__gt=at)
+
+    def unbegun(self) -> RunQuerySet:
+        """Runs whose lease, if any, has not begun: a claim let go costs nothing (L2, L5)."""
+        return self.filter(lease_began_at__isnull=True)
+
+    def in_flight(self, now: Combinable) -> RunQuerySet:
+        """Runs whose pass may be running at *now*: a begun, unexpired lease (L4, L6).
+
+        Running ones, and those cancelled mid-pass: such a run keeps its lease
+        until its pass has stopped (§3 ``cancel``), and with it a concurrency
+        slot (C2).
+        """
+        return self.filter(
+            lease_in_flight(now), status__in=(RunStatus.RUNNING, RunStatus.CANCELLED)
+        )
+
+    def cancellable(self) -> RunQuerySet:
+        """Runs a cancel may end: live ones, and any other row holding a key (stranded, §11).
+
+        Not one cancelled already, whose pass may still be stopping.
+        """
+        return self.filter(
+            Q(status__in=LIVE_STATUSES)
+            | (Q(live_key__isnull=False) & ~Q(status=RunStatus.CANCELLED))
+        )
+
+    def cancelled_by(self, owner: str) -> RunQuerySet:
+        """The run cancelled while *owner*'s pass was in flight: its key is that pass's to free."""
+        return self.filter(status=RunStatus.CANCELLED, lease_owner=owner)
+
+    def cancelled_expired(self, now: Combinable) -> RunQuerySet:
+        """Runs cancelled mid-pass whose lease has expired at *now*: their pass died with it.
+
+        A range of the due index (``status = 'cancelled' AND next_attempt_at <=
+        now``): only a run cancelled mid-pass keeps a ``next_attempt_at``.
+        """
+        return self.filter(status=RunStatus.CANCELLED, next_attempt_at__lte=now)
 
     def never_due(self) -> RunQuerySet:
         """``running`` runs with no ``next_attempt_at``: no drive will reach them (§11).

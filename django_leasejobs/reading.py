@@ -11,15 +11,13 @@ from __future__ import annotations
 
 from typing import NamedTuple, TypeVar
 
-from django.db import DatabaseError, models
+from django.db import models
 
-from .errors import connection_lost, unreadable_reason
+from .errors import READ_ERRORS, why_unreadable
 from .models import Run
 
-__all__ = ["READ_ERRORS", "Unreadable", "read_robustly", "stranded", "why_unreadable"]
-
-#: What reading a row that cannot be handed back raises, by backend and column.
-READ_ERRORS = (DatabaseError, ValueError, TypeError, OverflowError)
+# READ_ERRORS is errors.py's; it is named here too for the admin's readers of rows.
+__all__ = ["READ_ERRORS", "Unreadable", "read_robustly", "stranded"]
 
 M = TypeVar("M", bound=models.Model)
 
@@ -29,13 +27,6 @@ class Unreadable(NamedTuple):
 
     pk: str
     reason: str
-
-
-def why_unreadable(exc: BaseException, using: str) -> str:
-    """Why a row could not be read -- unless the connection is lost, which re-raises *exc*."""
-    if isinstance(exc, DatabaseError) and connection_lost(using):
-        raise exc
-    return unreadable_reason(exc)
 
 
 def read_robustly(

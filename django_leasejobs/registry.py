@@ -60,7 +60,7 @@ class Job:
     timeout: timedelta | None = None
     schedule: str | None = None
     timezone: str | None = None
-    missed: str = MissedRule.CATCH_UP_ONCE
+    missed: MissedRule = MissedRule.CATCH_UP_ONCE
     safe_to_repeat: bool = True
     stall_after: timedelta | None = None
     queue: str = DEFAULT_QUEUE
@@ -76,6 +76,7 @@ class Job:
 
     def __post_init__(self) -> None:
         _validate(self)
+        object.__setattr__(self, "missed", MissedRule(self.missed))  # "skip": MissedRule.SKIP
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.handler(*args, **kwargs)
@@ -260,7 +261,7 @@ class JobOptions(TypedDict, total=False):
     timeout: timedelta | None
     schedule: str | None
     timezone: str | None
-    missed: str | None
+    missed: MissedRule | str | None
     safe_to_repeat: bool
     stall_after: timedelta | None
     queue: str
@@ -298,8 +299,8 @@ def job(
         The longest one pass may take (R10); ``None`` for no limit.
     schedule, timezone, missed:
         A cron expression (croniter syntax), its time zone (default
-        ``settings.TIME_ZONE``) and the missed-run rule (S3): ``"skip"``,
-        ``"catch_up_once"`` (the default) or ``"required"``.
+        ``settings.TIME_ZONE``) and the missed-run rule (S3), a ``MissedRule``
+        or its value: ``"skip"``, ``"catch_up_once"`` (the default) or ``"required"``.
     safe_to_repeat:
         ``False`` for a job whose interrupted pass must not be replayed without
         an operator (L3).

@@ -26,12 +26,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connections, router, transaction
-from django.db.models import QuerySet
 
 from .clock import get_clock
 from .conf import conf
-from .models import Missed, PassStat, Run, Schedule, Step, TaskAttempt
+from .models import Missed, PassStat, Run, Step, TaskAttempt
 from .querysets import RunQuerySet
+from .schedules.store import disable_orphans, forget_runs, orphans
 from .store.limits import prune_idle
 
 __all__ = ["PruneReport", "prune", "prune_stats"]
@@ -118,16 +118,15 @@ def prune(
     batch_size = _fitting(using, batch_size)
     now = get_clock().now(using)
     cutoff = now - retention
-    orphans = _orphans(using, now)
     if dry_run:
-        report = _count(using, cutoff, orphans.count())
+        report = _count(using, cutoff, orphans(using, now).count())
         logger.info("Prune dry run %s", report.summary())
         return report
     # Missed records first: a run they point at then has fewer rows to unlink.
     missed = _prune_missed(using, cutoff, batch_size)
     runs, steps = _prune_runs(using, cutoff, batch_size)
     prune_idle()  # flow control's idle slots and rate states (§14)
-    disabled = orphans.update(enabled=False)
+    disabled = disable_orphans(using, now)
     if disabled:
         logger.warning("Orphaned schedules disabled: %s", disabled)
     report = PruneReport(runs=runs, steps=steps, missed=missed, cutoff=cutoff, schedules=disabled)
@@ -178,12 +177,7 @@ def _old_runs(using: str, cutoff: datetime) -> RunQuerySet:
     return Run.objects.using(using).finished().filter(ended_at__lt=cutoff, live_key__isnull=True)
 
 
-def _orphans(using: str, now: datetime) -> QuerySet[Schedule]:
-    """Enabled schedules whose job no drive has registered for ``ORPHAN_AFTER`` (S1)."""
-    return Schedule.objects.using(using).filter(enabled=True, seen_at__lt=now - conf.ORPHAN_AFTER)
-
-
-def _count(using: str, cutoff: datetime, orphans: int) -> PruneReport:
+def _count(using: str, cutoff: datetime, orphaned: int) -> PruneReport:
     old = _old_runs(using, cutoff)
     return PruneReport(
         runs=old.count(),
@@ -191,7 +185,7 @@ def _count(using: str, cutoff: datetime, orphans: int) -> PruneReport:
         missed=Missed.objects.using(using).filter(recorded_at__lt=cutoff).count(),
         cutoff=cutoff,
         dry_run=True,
-        schedules=orphans,
+        schedules=orphaned,
     )
 
 
@@ -210,8 +204,7 @@ def _prune_runs(using: str, cutoff: datetime, batch_size: int) -> tuple[int, int
                 # so the run delete below needs no collector: Django's SET_NULL
                 # and CASCADE are emulated by the collector, which would load
                 # the rows; the database's own constraints do neither.
-                Schedule.objects.using(using).filter(last_run__in=pks).update(last_run=None)
-                Missed.objects.using(using).filter(run__in=pks).update(run=None)
+                forget_runs(using, pks)
                 steps += Step.objects.using(using).filter(run__in=pks)._raw_delete(using)
                 TaskAttempt.objects.using(using).filter(run__in=pks)._raw_delete(using)
                 # The age and status test again, so the delete never takes a row

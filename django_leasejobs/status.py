@@ -1,6 +1,6 @@
-"""What ``leasejobs_status`` reports: the schedules with their state, the live runs,
-the runs no drive will finish, and each limited job's slots and rate (S6, §11,
-C5), read and shaped as JSON-ready data.
+"""What ``leasejobs_status`` reports: the schedules with their state, the paused
+queues, the live runs, the runs no drive will finish, and each limited job's
+slots and rate (S6, W6, §11, C5), read and shaped as JSON-ready data.
 
 Read-only. A run's payload is never read into it; its cursor is shown as raw
 text cut to :data:`CURSOR_MAX` characters. A row that cannot be read back is
@@ -10,21 +10,29 @@ listed by its id and why, never by what it holds.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from django.db import router
 
 from .clock import get_clock
-from .models import Run, Schedule
+from .models import PausedQueue, Run, Schedule
 from .querysets import RunQuerySet
 from .reading import Unreadable, read_robustly, stranded
 from .registry import Job, registry
 from .schedules import live_runs, problem, state
 from .states import RunStatus
 from .store import limits
+from .times import iso
 
-__all__ = ["CURSOR_MAX", "limit_entry", "read_status", "run_entry", "schedule_entry"]
+__all__ = [
+    "CURSOR_MAX",
+    "limit_entry",
+    "paused_queue_entry",
+    "read_status",
+    "run_entry",
+    "schedule_entry",
+]
 
 #: The most characters of a cursor shown (its raw JSON text).
 CURSOR_MAX = 40
@@ -45,14 +53,6 @@ _RUN_FIELDS = (
 )
 
 
-def _iso(moment: datetime | None) -> str | None:
-    if moment is None:
-        return None
-    if moment.tzinfo is None:  # USE_TZ = False stores UTC wall times (a system check warns)
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).isoformat()
-
-
 def _cut(text: str | None, limit: int) -> str | None:
     if text is None or len(text) <= limit:
         return text
@@ -69,15 +69,25 @@ def schedule_entry(row: Schedule, live: Run | None, now: datetime) -> dict[str, 
         "expression": row.expression,
         "timezone": row.timezone,
         "rule": row.rule,
-        "next_due_at": _iso(row.next_due_at),
+        "next_due_at": iso(row.next_due_at),
         "paused": row.paused_at is not None,
-        "paused_at": _iso(row.paused_at),
+        "paused_at": iso(row.paused_at),
         "paused_by": row.paused_by or None,
         "pause_note": row.pause_note or None,
         "last_run": row.last_run_id,
         "last_outcome": row.last_outcome or None,
-        "last_run_at": _iso(row.last_run_at),
-        "last_success_at": _iso(row.last_success_at),
+        "last_run_at": iso(row.last_run_at),
+        "last_success_at": iso(row.last_success_at),
+    }
+
+
+def paused_queue_entry(row: PausedQueue) -> dict[str, Any]:
+    """One paused queue (W6) as the JSON output lists it: who paused it, when, and why."""
+    return {
+        "queue": row.queue,
+        "paused_by": row.paused_by or None,
+        "paused_at": iso(row.paused_at),
+        "note": row.note or None,
     }
 
 
@@ -95,8 +105,8 @@ def run_entry(run: Run, now: datetime) -> dict[str, Any]:
         "attempts": run.attempts,
         "failure_code": run.failure_code or None,
         "cursor": _cut(run.cursor, CURSOR_MAX),
-        "started_at": _iso(run.started_at),
-        "next_attempt_at": _iso(run.next_attempt_at),
+        "started_at": iso(run.started_at),
+        "next_attempt_at": iso(run.next_attempt_at),
         "lease_holder": (run.lease_holder or "?") if leased else None,
         "lease_expired": expired,
     }
@@ -118,9 +128,11 @@ def _read_runs(runs: RunQuerySet, within: RunQuerySet, now: datetime) -> list[di
 
 
 def read_status(jobs: Sequence[str] | None, limit: int) -> tuple[dict[str, Any], bool]:
-    """Read what the command prints: ``{"now", "schedules", "runs", "stranded"}``.
+    """Read what the command prints: ``{"now", "schedules", "runs", "stranded", "limits"}``,
+    and ``"paused_queues"`` while any queue is paused (W6).
 
     The flag says whether more than *limit* runs are live (the list is cut).
+    Paused queues are listed whatever *jobs* says: a queue is not a job's.
     """
     using = router.db_for_write(Schedule)
     now = get_clock().now(using)
@@ -135,12 +147,17 @@ def read_status(jobs: Sequence[str] | None, limit: int) -> tuple[dict[str, Any],
     shown = runs.only(*_RUN_FIELDS)
     newest = _read_runs(shown.order_by("-started_at", "-id")[: limit + 1], shown, now)
     status = {
-        "now": _iso(now),
+        "now": iso(now),
         "schedules": [schedule_entry(row, live.get(row.job), now) for row in rows],
         "runs": newest[:limit],
         "stranded": [{"id": run_id, "why": why} for run_id, why in stranded(limit, using)],
         "limits": [limit_entry(spec, now) for spec in _limited(jobs)],
     }
+    paused = PausedQueue.objects.using(using).order_by("queue")
+    if entries := [paused_queue_entry(row) for row in paused]:
+        # Only while there are any, as "unreadable" is only on a run that is: the keys
+        # of a status with no paused queue are those of the command before W6.
+        status["paused_queues"] = entries
     return status, len(newest) > limit
 
 
@@ -179,7 +196,7 @@ def limit_entry(spec: Job, now: datetime) -> dict[str, Any]:
                 "key": key,
                 "slots_in_use": in_use.get(key, 0),
                 # A rate already passed allows a begin now: shown as none due.
-                "next_begin_at": _iso(rates[key]) if key in rates and rates[key] > now else None,
+                "next_begin_at": iso(rates[key]) if key in rates and rates[key] > now else None,
             }
             for key in keys
         ],

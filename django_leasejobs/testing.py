@@ -12,21 +12,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from .driver import run_due_jobs
-from .exceptions import LeaseJobsError
+from .exceptions import DrivesExhausted
 from .report import DriveReport
 
+#: ``DrivesExhausted`` lives in :mod:`.exceptions`; a test imports it from here, as the docs do.
 __all__ = ["DrivesExhausted", "drive_until_idle"]
-
-
-class DrivesExhausted(LeaseJobsError):
-    """Runs were still due after the most drives allowed: a job that never finishes?"""
-
-    def __init__(self, drives: int, report: DriveReport) -> None:
-        super().__init__(
-            f"runs were still due after {drives} drives (a job that never finishes, or one "
-            f"started again by its own handler?); so far: {report.summary()}"
-        )
-        self.report = report
 
 
 def drive_until_idle(

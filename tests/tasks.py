@@ -77,7 +77,7 @@ def marked_nap(context: Any, naps: list[float], wake_on: int | None = None) -> i
     return attempt
 
 
-# -- added for tests/test_tasks.py -----------------------------------------------------------
+# -- added for the backend's tests, tests/test_tasks_*.py ------------------------------------
 
 
 @task
@@ -178,3 +178,29 @@ if PER_TASK_OPTIONS:
     def hurried_in_seconds(seconds: float) -> float:
         time.sleep(seconds)
         return seconds
+
+
+# -- added for tests/test_tasks_calls.py -----------------------------------------------------
+
+
+@task(takes_context=True)
+def compares_its_context(context: Any) -> list[str]:
+    """Fail the first attempt; on a later one, name what its context's result reads otherwise.
+
+    The context's result is built from the claimed run and its attempts, not read
+    back: each field named differs from ``get_result()`` read inside the same pass.
+    """
+    from django_leasejobs import compat
+
+    given = context.task_result
+    if context.attempt < 2:
+        raise ValueError(f"attempt {context.attempt} fails")
+    read = compat.task_backends[given.backend].get_result(given.id)
+    fields = ("status", "enqueued_at", "started_at", "last_attempted_at", "finished_at")
+    fields += ("args", "kwargs", "backend", "worker_ids", "attempts", "task")
+    differ = [name for name in fields if getattr(given, name) != getattr(read, name)]
+    if [(e.exception_class_path, e.traceback) for e in given.errors] != [
+        (e.exception_class_path, e.traceback) for e in read.errors
+    ]:
+        differ.append("errors")
+    return differ

@@ -23,8 +23,7 @@ from django_leasejobs import start, start_many
 from django_leasejobs.models import Run
 from django_leasejobs.states import RunOrigin
 from django_leasejobs.store import ahead, claims, outcomes
-from django_leasejobs.store.compiled import Slots, Statement, returns_rows
-from django_leasejobs.store.inserts import Unnest
+from django_leasejobs.store.sql import Slots, Statement, Unnest, returns_rows
 from django_leasejobs.store.starts import _INSERT, Route, Row, insert
 
 pytestmark = pytest.mark.django_db

@@ -208,7 +208,7 @@ DRIVE = 5
 
 def claim_and_read():
     """L2 and its read-back: one statement where the backend returns the claimed row."""
-    from django_leasejobs.store.compiled import returns_rows
+    from django_leasejobs.store.sql import returns_rows
 
     return 1 if returns_rows("default") else 2
 

@@ -16,7 +16,7 @@ from django.test.utils import CaptureQueriesContext
 
 from django_leasejobs import RunStatus, start, start_many
 from django_leasejobs.models import Run
-from django_leasejobs.store import prepared
+from django_leasejobs.store.sql import prepared
 from tests.utils import fresh, statements
 
 pytestmark = pytest.mark.django_db

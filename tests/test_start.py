@@ -123,7 +123,7 @@ def test_bad_instance_is_refused(instance):
 
 
 def test_s13_start_costs_one_statement_and_a_kicked_join_three():
-    from django_leasejobs.store.compiled import returns_rows
+    from django_leasejobs.store.sql import returns_rows
 
     with CaptureQueriesContext(connection) as fresh:
         start("tests.walk", instance="q")

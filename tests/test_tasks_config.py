@@ -27,15 +27,9 @@ from django_leasejobs.tasks.options import BACKEND_PATH, TaskOptions
 from django_leasejobs.testing import drive_until_idle
 from tests import tasks
 from tests.processes import command_env
+from tests.task_helpers import Status, needs_task_options
 
 pytestmark = pytest.mark.django_db
-
-Status = compat.TaskResultStatus
-
-needs_task_options = pytest.mark.skipif(
-    not tasks.PER_TASK_OPTIONS,  # Django 6.0
-    reason="Django 6.0's @task passes no extra keywords to task_class (SPEC §9)",
-)
 
 
 def with_queues(queues):
@@ -169,6 +163,47 @@ def test_tasks_s9_enqueue_under_queues_given_as_a_str_is_refused_naming_queues()
     ):
         tasks.add.enqueue(1, 2)
     assert Run.objects.count() == before
+
+
+# -- the framework missing (E101), the app (E100), a queue name (E103), our own check --------------
+
+
+def test_tasks_check_reports_the_framework_missing_as_e101(monkeypatch):
+    """SPEC §9: on Django 5.2 without the backport, ``check()`` says what to install."""
+    monkeypatch.setattr(compat, "AVAILABLE", False)
+    backend = LeaseJobsBackend("default", {"BACKEND": BACKEND_PATH})
+    (error,) = backend.check()
+    assert error.id == "leasejobs.E101"
+    assert "django-leasejobs[tasks]" in error.msg
+
+
+def test_tasks_check_reports_the_app_not_installed_as_e100(monkeypatch):
+    """SPEC §9: the backend's runs need the app's tables."""
+    from django.apps import apps
+
+    installed = apps.is_installed
+    monkeypatch.setattr(
+        apps, "is_installed", lambda name: name != "django_leasejobs" and installed(name)
+    )
+    backend = LeaseJobsBackend("default", {"BACKEND": BACKEND_PATH})
+    assert [error.id for error in backend.check()] == ["leasejobs.E100"]
+
+
+def test_tasks_check_reports_a_bad_queue_name_as_e103():
+    backend = LeaseJobsBackend("default", {"BACKEND": BACKEND_PATH, "QUEUES": ["ok", "x" * 101]})
+    assert [error.id for error in backend.check()] == ["leasejobs.E103"]
+
+
+def test_tasks_our_own_check_runs_the_backends_where_the_framework_would_not(monkeypatch):
+    """Without the framework (or the backport's app), ``manage.py check`` still reports E1xx."""
+    from django_leasejobs import checks
+
+    monkeypatch.setattr(compat, "FRAMEWORK", "")
+    monkeypatch.setattr(compat, "AVAILABLE", False)
+    assert [message.id for message in checks.check_task_backends()] == ["leasejobs.E101"]
+    monkeypatch.setattr(compat, "FRAMEWORK", "django.tasks")
+    monkeypatch.setattr(compat, "AVAILABLE", True)
+    assert checks.check_task_backends() == []  # Django's own check_tasks calls check()
 
 
 # -- durations: a timedelta or seconds, in OPTIONS and per task ----------------------------------

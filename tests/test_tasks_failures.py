@@ -12,30 +12,22 @@ from __future__ import annotations
 import logging
 
 import pytest
-from django.test import TestCase, override_settings
+from django.test import override_settings
 
-from django_leasejobs import RunStatus, compat, run_due_jobs
+from django_leasejobs import RunStatus, compat
 from django_leasejobs.models import Run, TaskAttempt
-from django_leasejobs.tasks import TASK_JOB
-from django_leasejobs.tasks.failures import RedactedError
+from django_leasejobs.tasks import RedactedError
 from tests import tasks
+from tests.task_helpers import Status, drive
 from tests.utils import fresh
 
 pytestmark = pytest.mark.django_db
-
-Status = compat.TaskResultStatus
 
 #: The logger of Django's own task signal receivers: ``django.tasks``, or the backport's.
 FRAMEWORK_LOGGER = "django.tasks" if compat.FRAMEWORK == "django.tasks" else "django_tasks"
 
 URL = "postgres://app:hun/ter2@host/db"
 MASKED = "postgres://***@host/db"
-
-
-def drive():
-    """One drive of the task runs, with the ``task_finished`` sent at commit delivered."""
-    with TestCase.captureOnCommitCallbacks(execute=True):
-        return run_due_jobs(jobs=[TASK_JOB])
 
 
 # -- §11: a task path that no longer imports ---------------------------------------------------
@@ -57,7 +49,7 @@ def test_tasks_s9_a_task_path_that_no_longer_imports_keeps_the_import_error_as_t
     Run.objects.filter(pk=gone.id).update(payload=run.payload.replace("tests.tasks.add", path))
     assert drive().failed == 1
     (attempt,) = TaskAttempt.objects.filter(run_id=gone.id)
-    assert attempt.error_class == "django_leasejobs.tasks.envelope.TaskGone"
+    assert attempt.error_class == "django_leasejobs.exceptions.TaskGone"
     assert cause in attempt.traceback
     assert "The above exception was the direct cause of the following exception" in (
         attempt.traceback

@@ -12,25 +12,17 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection
-from django.test import TestCase, override_settings
+from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
-from django_leasejobs import compat, run_due_jobs
-from django_leasejobs.tasks import TASK_JOB
 from django_leasejobs.tasks.options import BACKEND_PATH
 from tests import tasks
+from tests.task_helpers import Status, drive
 
 pytestmark = pytest.mark.django_db
 
-Status = compat.TaskResultStatus
-
 #: Retried at once (no back-off), so each drive is one attempt.
 THREE_AT_ONCE = {"max_attempts": 3, "base": timedelta(0), "cap": timedelta(0)}
-
-
-def drive():
-    with TestCase.captureOnCommitCallbacks(execute=True):
-        return run_due_jobs(jobs=[TASK_JOB])
 
 
 def read(result_id):

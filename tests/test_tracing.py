@@ -21,6 +21,7 @@ from tests.utils import fresh
 
 pytestmark = pytest.mark.django_db
 
+
 class _Gated(SimpleSpanProcessor):
     """Exports only while a test here records: the provider stays for the whole process."""
 

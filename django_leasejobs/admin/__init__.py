@@ -16,13 +16,16 @@ does not register is refused with a warning.
   :mod:`.run_deletes` -- deleting finished runs, never a live one (A7);
 * :mod:`.tasks` -- what the run pages show of a Django task's run (SPEC §9);
 * :mod:`.schedules` -- the schedule pages, their actions, the missed ledger;
+* :mod:`.overview` -- the operators' overview (O4), and :mod:`.queues` -- the paused
+  queues and their pause and resume (W6, O5), which also serves the overview's URL;
 * :mod:`.common` -- what they share; :mod:`.display` -- how values are shown;
   :mod:`.reading` -- rows that cannot be read back.
 """
 
 from __future__ import annotations
 
+from .queues import PausedQueueAdmin
 from .runs import RunAdmin
 from .schedules import MissedAdmin, ScheduleAdmin
 
-__all__ = ["MissedAdmin", "RunAdmin", "ScheduleAdmin"]
+__all__ = ["MissedAdmin", "PausedQueueAdmin", "RunAdmin", "ScheduleAdmin"]

@@ -24,11 +24,15 @@ from django.utils.translation import gettext as _
 
 from django_leasejobs.codec import MAX_DEPTH, Decoded
 from django_leasejobs.models import Run
+from django_leasejobs.states import RunStatus, ScheduleState
+
+from .folds import described, fold
 
 __all__ = [
     "CappedCountPaginator",
     "cron_in_words",
     "duration",
+    "holder_text",
     "json_block",
     "lease_text",
     "pre",
@@ -39,23 +43,29 @@ __all__ = [
 ]
 
 
-#: Colours of run statuses and schedule states, for the eye, not for meaning.
-COLOURS = {
-    "running": "#2563eb",
-    "done": "#15803d",
-    "ok": "#15803d",
-    "failed": "#b91c1c",
-    "cancelled": "#6b7280",
-    "held": "#c2410c",
-    "retrying": "#a16207",
-    "paused": "#6b7280",
-    "stalled": "#c2410c",
-    "missed": "#b91c1c",
-    "never_run": "#6b7280",
-    "orphaned": "#6b7280",
-    "invalid": "#b91c1c",
-    "unreadable": "#b91c1c",
+#: Colours of run statuses, for the eye, not for meaning.
+RUN_COLOURS: dict[str, str] = {
+    RunStatus.RUNNING: "#2563eb",
+    RunStatus.DONE: "#15803d",
+    RunStatus.FAILED: "#b91c1c",
+    RunStatus.CANCELLED: "#6b7280",
+    RunStatus.HELD: "#c2410c",
 }
+#: Colours of schedule states (S6): keyed apart, since both have "running" and "failed".
+STATE_COLOURS: dict[str, str] = {
+    ScheduleState.OK: "#15803d",
+    ScheduleState.RUNNING: "#2563eb",
+    ScheduleState.RETRYING: "#a16207",
+    ScheduleState.PAUSED: "#6b7280",
+    ScheduleState.STALLED: "#c2410c",
+    ScheduleState.MISSED: "#b91c1c",
+    ScheduleState.NEVER_RUN: "#6b7280",
+    ScheduleState.ORPHANED: "#6b7280",
+    ScheduleState.INVALID: "#b91c1c",
+    ScheduleState.FAILED: "#b91c1c",
+}
+#: A row that cannot be read, and a value outside the vocabulary.
+UNREADABLE, OTHER = "#b91c1c", "#374151"
 
 
 class CappedCountPaginator(Paginator):  # type: ignore[type-arg]
@@ -75,8 +85,8 @@ class CappedCountPaginator(Paginator):  # type: ignore[type-arg]
         return int(object_list.values("pk")[: self.CAP + 1].count())
 
 
-def status_badge(key: str, label: str) -> SafeString:
-    colour = COLOURS.get(key, "#374151")
+def status_badge(colour: str, label: str) -> SafeString:
+    """A coloured badge: *colour* from :data:`RUN_COLOURS`, :data:`STATE_COLOURS` or the rest."""
     return format_html(
         '<span class="leasejobs-status" style="color:#fff;background:{};padding:1px 6px;'
         'border-radius:8px;white-space:nowrap">{}</span>',
@@ -90,12 +100,13 @@ def pre(text: str) -> SafeString:
 
 
 def _as_stored(title: str, reason: str, raw: str | None) -> SafeString:
+    """The reason a value is not pretty-printed, always in view; the stored text, folded if long."""
+    stored = pre(raw or "")
     return format_html(
-        '<div class="leasejobs-decode-error"><strong style="color:#b91c1c">{}</strong> {}'
-        '<pre style="white-space:pre-wrap;margin:0">{}</pre></div>',
+        '<div class="leasejobs-decode-error"><strong style="color:#b91c1c">{}</strong> {}{}</div>',
         title,
         reason,
-        raw,
+        fold(stored, raw or "", _("stored text")),
     )
 
 
@@ -117,6 +128,8 @@ def json_block(decoded: Decoded, empty: Any = None) -> SafeString | str:
     Pretty-printing recurses once per level, so a value deeper than the codec
     ever writes (``MAX_DEPTH``, a restored or hand-edited row) is shown as
     stored rather than risk a ``RecursionError`` part-way through a page.
+    A long value is folded (:func:`~.folds.fold`): a 100-item step result
+    would otherwise make the run page many screens tall (A7).
     """
     if decoded.error:
         return _as_stored(_("Cannot be decoded:"), decoded.error, decoded.raw)
@@ -129,7 +142,7 @@ def json_block(decoded: Decoded, empty: Any = None) -> SafeString | str:
     if not text.isascii() and not _utf8(text):
         # A lone surrogate (stored as a \u escape) cannot be sent as UTF-8.
         text = json.dumps(decoded.value, indent=2, ensure_ascii=True, sort_keys=True)
-    return pre(text)
+    return fold(pre(text), text, described(decoded.value))
 
 
 def _utf8(text: str) -> bool:
@@ -183,7 +196,7 @@ def progress(run: Run) -> SafeString | str:
         done = max(numbers.values(), default=0)
         share = _share(done, run.progress_total)
         return format_html(
-            '<div class="leasejobs-progress" title="{} / {}" style="width:120px;background:#e5e7eb;'
+            '<div class="leasejobs-progress" title="{} / {}" style="width:80px;background:#e5e7eb;'
             'border-radius:4px"><div style="width:{}%;background:#2563eb;height:8px;'
             'border-radius:4px"></div></div> {}%',
             _number(done),
@@ -216,15 +229,20 @@ def duration(started: datetime | None, ended: datetime | None) -> str:
     return text if ended else f"{text} (live)"
 
 
+def holder_text(run: Run) -> str:
+    """Which process holds *run*, from its ``lease_holder`` (host:pid:start): ``w-2 pid 4182``."""
+    host, _sep, rest = run.lease_holder.partition(":")
+    pid = rest.split(":", 1)[0]
+    return f"{host} pid {pid}" if host else "?"
+
+
 def lease_text(run: Run) -> str:
     """Who holds the run and until when, while it is leased."""
     if not run.lease_owner or unreadable(run) is not None:
         return "—"
-    host, _sep, rest = run.lease_holder.partition(":")
-    pid = rest.split(":", 1)[0]
     until = f"{run.next_attempt_at:%H:%M:%S}" if run.next_attempt_at else "?"
     begun = "" if run.lease_began_at else " (claimed, not begun)"
-    return f"{host} pid {pid} until {until}{begun}"
+    return f"{holder_text(run)} until {until}{begun}"
 
 
 def cron_in_words(expression: str) -> str:

@@ -10,11 +10,12 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
+from django_leasejobs.ids import ID_PATTERN
 from django_leasejobs.models import Run
 from django_leasejobs.reading import READ_ERRORS
 from django_leasejobs.registry import registry
 from django_leasejobs.states import RunStatus
-from django_leasejobs.tasks.execution import our_aliases
+from django_leasejobs.tasks.aliases import our_aliases
 from django_leasejobs.tasks.options import TASK_JOB
 
 __all__ = [
@@ -38,7 +39,7 @@ def held_count(request: HttpRequest) -> int:
 
 
 #: What a run id looks like: a ULID, 26 characters of Crockford base32.
-RUN_ID = re.compile(r"^[0-9A-HJKMNP-TV-Za-hjkmnp-tv-z]{26}$")
+RUN_ID = re.compile(rf"^{ID_PATTERN}$", re.IGNORECASE | re.ASCII)
 #: How many of the latest task runs the task filter takes its paths from.
 RECENT_TASK_RUNS = 1_000
 

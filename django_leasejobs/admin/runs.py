@@ -1,5 +1,11 @@
-"""The run pages (A1, A2, A4): the list, the detail with its step ledger, and the
-filters operators use."""
+"""The run pages (A1, A2, A4, A7): the list, the detail with its step ledger and its
+buttons, and the filters operators use.
+
+The list fits a 1 400 px window (A7): the id is shown short (the whole id in
+its ``title`` and its text), the times are one column of relative times,
+the lease is part of "next due" while there is one, and ``leasejobs/runs.css``
+keeps the id and job columns in view when the table must still scroll.
+"""
 
 from __future__ import annotations
 
@@ -28,6 +34,9 @@ from .common import (
     page_context,
 )
 from .display import (
+    OTHER,
+    RUN_COLOURS,
+    UNREADABLE,
     CappedCountPaginator,
     duration,
     json_block,
@@ -37,10 +46,12 @@ from .display import (
     status_badge,
 )
 from .filters import RUN_ID, HeldFilter, JobFilter, QueueFilter, TaskFilter, held_count
-from .limits import limit_text, waiting_for
+from .limits import limit_text
+from .next_due import mark_paused
 from .reading import placeholder, read_columns, read_robustly, unreadable
-from .run_actions import RunActions
+from .run_columns import RunColumns
 from .run_deletes import RunDeletes
+from .run_page import RunPage
 from .tasks import (
     TASK_FIELDS,
     TaskSection,
@@ -64,6 +75,7 @@ class RunChangeList(SafeChangeList):
     def get_results(self, request: HttpRequest) -> None:
         super().get_results(request)
         self.result_list = read_robustly(self.result_list, self.queryset)
+        mark_paused(self.result_list)  # for "next due": one read for the page, not one a row
 
 
 class StepInline(ReadOnlyMixin, StepTabularInline):
@@ -92,22 +104,19 @@ class StepInline(ReadOnlyMixin, StepTabularInline):
 
 
 @admin.register(Run)
-class RunAdmin(GuardedActionsMixin, ReadOnlyMixin, TaskSection, RunDeletes, RunActions):
+class RunAdmin(GuardedActionsMixin, ReadOnlyMixin, TaskSection, RunColumns, RunDeletes, RunPage):
+    # Nine columns that fit 1 400 px (A7): attempts and the lease are said by "next due"
+    # while they matter, the four times are one column.
     list_display = (
         "short_id",
         "what_display",
         "instance",
-        "queue",
-        "priority",
+        "queue_display",
         "status_display",
+        "next_due_display",
         "progress_display",
-        "attempts",
         "failure_display",
-        "started_at",
-        "updated_at",
-        "ended_at",
-        "duration_display",
-        "lease_display",
+        "times_display",
     )
     list_filter = (
         HeldFilter,
@@ -139,6 +148,7 @@ class RunAdmin(GuardedActionsMixin, ReadOnlyMixin, TaskSection, RunDeletes, RunA
                     "queue",
                     "priority",
                     "status_display",
+                    "next_due_display",
                     "limit_display",
                     "progress_display",
                 )
@@ -174,6 +184,11 @@ class RunAdmin(GuardedActionsMixin, ReadOnlyMixin, TaskSection, RunDeletes, RunA
         *(cast(str, field) for _title, group in fieldsets for field in group["fields"]),
         *TASK_FIELDS,
     )
+
+    change_form_template = "admin/leasejobs/run/change_form.html"
+
+    class Media:
+        css = {"all": ("leasejobs/runs.css",)}
 
     def get_fieldsets(self, request: HttpRequest, obj: Run | None = None) -> Any:
         """The run's fieldsets; for a Django task's run, its "Task" section second."""
@@ -251,12 +266,14 @@ class RunAdmin(GuardedActionsMixin, ReadOnlyMixin, TaskSection, RunDeletes, RunA
         obj: Run | None = None,
     ) -> HttpResponse:
         reason = None if obj is None else unreadable(obj)
+        buttons = [] if obj is None else self.page_buttons(request, obj)
         if obj is None or reason is None:
+            context["leasejobs_actions"] = buttons
             return super().render_change_form(request, context, add, change, form_url, obj)
         # The usual form would show a placeholder's blanks as values: show each column instead.
         return TemplateResponse(
             request,
-            "admin/leasejobs/run/unreadable.html",
+            "admin/leasejobs/run/unreadable_page.html",
             page_context(
                 self,
                 request,
@@ -265,6 +282,7 @@ class RunAdmin(GuardedActionsMixin, ReadOnlyMixin, TaskSection, RunDeletes, RunA
                 object_id=obj.pk,
                 reason=reason,
                 columns=read_columns(obj.pk),
+                leasejobs_actions=buttons,
             ),
         )
 
@@ -283,10 +301,6 @@ class RunAdmin(GuardedActionsMixin, ReadOnlyMixin, TaskSection, RunDeletes, RunA
             )
         return super().changelist_view(request, extra_context)
 
-    @admin.display(description=_("id"), ordering="id")
-    def short_id(self, run: Run) -> str:
-        return run.pk
-
     @admin.display(description=_("job"), ordering="job")
     def what_display(self, run: Run) -> str:
         return what(run)
@@ -297,12 +311,10 @@ class RunAdmin(GuardedActionsMixin, ReadOnlyMixin, TaskSection, RunDeletes, RunA
         if reason is not None:
             return format_html(
                 '<span class="leasejobs-unreadable">{} {}</span>',
-                status_badge("unreadable", str(_("cannot be read"))),
+                status_badge(UNREADABLE, str(_("cannot be read"))),
                 reason,
             )
-        badge = status_badge(run.status, run.get_status_display())
-        waiting = waiting_for(run)
-        badge = format_html("{} {}", badge, waiting) if waiting else badge
+        badge = status_badge(RUN_COLOURS.get(run.status, OTHER), run.get_status_display())
         if run.status == RunStatus.RUNNING and run.idle_passes >= IDLE_PASSES_WARN:
             # R3 keeps the run going: say why it may never end (issue 18).
             idle = IDLE_WARNING.format(passes=run.idle_passes)

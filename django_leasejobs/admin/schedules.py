@@ -1,8 +1,14 @@
-"""The schedule pages (A5) and the missed ledger."""
+"""The schedule pages (A5) and the missed ledger.
+
+Every time on them names its zone (:mod:`.times`): a due time in the
+schedule's own ``timezone`` with the site's beside it ("2026-12-02 03:00
+Europe/Paris (02:00 UTC)"), a recorded time -- a last run, a pause, a
+success -- in the site's current time zone, named.
+"""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib import admin, messages
@@ -13,16 +19,17 @@ from django.db.models.functions import Coalesce
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
-from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
 from django_leasejobs import operators, schedules
+from django_leasejobs.clock import get_clock, plus
 from django_leasejobs.errors import unreadable_reason
 from django_leasejobs.exceptions import JobNotRegistered, RunNowRefused
 from django_leasejobs.models import Missed, Run, Schedule
 from django_leasejobs.reading import READ_ERRORS
 from django_leasejobs.registry import get_job
+from django_leasejobs.schedules.base import schedule_db
 from django_leasejobs.states import ScheduleState
 
 from .common import (
@@ -38,14 +45,20 @@ from .common import (
     report_outcome,
 )
 from .display import (
+    OTHER,
+    STATE_COLOURS,
+    UNREADABLE,
     CappedCountPaginator,
     cron_in_words,
     status_badge,
     table,
 )
 from .reading import placeholder, read_robustly, unreadable
+from .times import recorded, zoned
 
 LIVE = "_leasejobs_live"
+#: The database's time the page reads its schedules' states at (S6, L1): once per page.
+NOW = "_leasejobs_now"
 
 
 def read_live_runs(jobs: list[str]) -> dict[str, Run]:
@@ -73,8 +86,10 @@ class ScheduleChangeList(SafeChangeList):
         super().get_results(request)
         rows: list[Schedule] = list(self.result_list)
         live = read_live_runs([row.job for row in rows])
+        now = get_clock().now(schedule_db()) if rows else None
         for row in rows:
             vars(row)[LIVE] = live.get(row.job)
+            vars(row)[NOW] = now
         self.result_list = rows
 
 
@@ -85,7 +100,7 @@ class ScheduleAdmin(GuardedActionsMixin, ReadOnlyMixin, ScheduleModelAdmin):
         "cron_display",
         "timezone",
         "state_display",
-        "next_due_at",
+        "next_due_display",
         "last_run_display",
         "missed_24h",
         "paused_display",
@@ -103,17 +118,18 @@ class ScheduleAdmin(GuardedActionsMixin, ReadOnlyMixin, ScheduleModelAdmin):
         "rule",
         "state_display",
         "enabled",
-        "next_due_at",
+        "next_due_display",
         "paused_display",
         "last_run_display",
-        "last_success_at",
+        "last_success_display",
         "recent_runs",
         "missed_ledger",
     )
     readonly_fields = fields
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Schedule]:
-        since = timezone.now() - timedelta(hours=24)
+        # The last 24 hours by the database's clock, in the statement itself (L1).
+        since = plus(get_clock().now_expr(), -timedelta(hours=24))
         missed = (
             Missed.objects.filter(job=OuterRef("job"), recorded_at__gte=since)
             .values("job")
@@ -142,6 +158,15 @@ class ScheduleAdmin(GuardedActionsMixin, ReadOnlyMixin, ScheduleModelAdmin):
         live: Run | None = cache[LIVE]
         return live
 
+    @staticmethod
+    def read_now(row: Schedule) -> datetime:
+        """The database's time for *row*'s state (S6): the list's, or read for the detail page."""
+        cache = vars(row)
+        if cache.get(NOW) is None:
+            cache[NOW] = get_clock().now(schedule_db())
+        now: datetime = cache[NOW]
+        return now
+
     @admin.display(description=_("cron"))
     def cron_display(self, row: Schedule) -> str:
         return cron_in_words(row.expression)
@@ -151,18 +176,27 @@ class ScheduleAdmin(GuardedActionsMixin, ReadOnlyMixin, ScheduleModelAdmin):
         live = self.live_run(row)
         reason = None if live is None else unreadable(live)
         if reason is not None:  # its state turns on when the run began, which cannot be read
-            badge = status_badge("unreadable", str(_("live run cannot be read")))
+            badge = status_badge(UNREADABLE, str(_("live run cannot be read")))
             return format_html("{} {}", badge, reason)
-        current = schedules.state(row, live, timezone.now())
-        badge = status_badge(current, current.replace("_", " "))
+        current = schedules.state(row, live, self.read_now(row))
+        badge = status_badge(STATE_COLOURS.get(current, OTHER), current.replace("_", " "))
         why = schedules.problem(row) if current == ScheduleState.INVALID else None
         return format_html("{} {}", badge, why) if why else badge
+
+    @admin.display(description=_("next due"), ordering="next_due_at")
+    def next_due_display(self, row: Schedule) -> str:
+        """The next due time in the schedule's own zone, and the site's (A5)."""
+        return zoned(row.next_due_at, row.timezone)
 
     @admin.display(description=_("last run"))
     def last_run_display(self, row: Schedule) -> str:
         if row.last_run_id is None:
             return "—"
-        return f"{row.last_run_at:%Y-%m-%d %H:%M} · {row.last_outcome or 'running'}"
+        return f"{recorded(row.last_run_at)} · {row.last_outcome or 'running'}"
+
+    @admin.display(description=_("last success"))
+    def last_success_display(self, row: Schedule) -> str:
+        return recorded(row.last_success_at)
 
     @admin.display(description=_("missed (24 h)"), ordering="missed_24h")
     def missed_24h(self, row: Schedule) -> int:
@@ -173,7 +207,7 @@ class ScheduleAdmin(GuardedActionsMixin, ReadOnlyMixin, ScheduleModelAdmin):
         if row.paused_at is None:
             return "—"
         note = f": {row.pause_note}" if row.pause_note else ""
-        return f"{row.paused_by} at {row.paused_at:%Y-%m-%d %H:%M}{note}"
+        return f"{row.paused_by} at {recorded(row.paused_at)}{note}"
 
     @admin.display(description=_("recent runs"))
     def recent_runs(self, row: Schedule) -> str:
@@ -185,8 +219,8 @@ class ScheduleAdmin(GuardedActionsMixin, ReadOnlyMixin, ScheduleModelAdmin):
                 (
                     run.pk,
                     cannot_be_read(run) or run.status,
-                    run.started_at or "—",
-                    run.ended_at or "—",
+                    recorded(run.started_at),
+                    recorded(run.ended_at),
                     run.failure_code or "—",
                 )
                 for run in runs
@@ -198,7 +232,16 @@ class ScheduleAdmin(GuardedActionsMixin, ReadOnlyMixin, ScheduleModelAdmin):
         ledger = Missed.objects.filter(job=row.job).order_by("-due_at")[:50]
         return table(
             [_("due at"), _("cause"), _("action"), _("run"), _("recorded")],
-            rows=[(m.due_at, m.cause, m.action, m.run_id or "—", m.recorded_at) for m in ledger],
+            rows=[
+                (
+                    zoned(m.due_at, row.timezone),
+                    m.cause,
+                    m.action,
+                    m.run_id or "—",
+                    recorded(m.recorded_at),
+                )
+                for m in ledger
+            ],
         )
 
     def has_pause_permission(self, request: HttpRequest) -> bool:

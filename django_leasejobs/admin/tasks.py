@@ -3,7 +3,7 @@
 A task run is a run of the built-in job ``django_leasejobs.task`` whose
 ``instance`` is the task's path, so the list names it by that path and
 filters and searches it along the ``(instance, id)`` index. Its detail page
-reads it back as the framework does (:func:`~django_leasejobs.tasks.execution.read_result`),
+reads it back as the framework does (:func:`~django_leasejobs.tasks.results.read_result`),
 so the errors shown are the ones ``get_result()`` reports, including those
 derived for an attempt whose worker died. A run that cannot be read so -- a
 payload that holds no task call, a task that no longer imports -- still shows
@@ -27,13 +27,13 @@ from django.utils.translation import gettext_lazy as _
 from django_leasejobs import compat
 from django_leasejobs.codec import Decoded
 from django_leasejobs.errors import unreadable_reason
+from django_leasejobs.exceptions import TaskGone
 from django_leasejobs.models import Run, TaskAttempt
 from django_leasejobs.reading import READ_ERRORS
 from django_leasejobs.states import RunStatus
-from django_leasejobs.tasks.envelope import Envelope, TaskGone
-from django_leasejobs.tasks.execution import read_result
+from django_leasejobs.tasks.envelope import Envelope
 from django_leasejobs.tasks.options import TASK_JOB
-from django_leasejobs.tasks.results import attempt_errors, run_errors
+from django_leasejobs.tasks.results import attempt_errors, read_result, run_errors
 
 from .display import json_block, pre, table
 

@@ -10,12 +10,15 @@ from __future__ import annotations
 from .attempts import WORKER_ID_LENGTH, TaskAttempt
 from .limits import RateState, Slot
 from .observability import PassStat, PausedQueue
-from .runs import INSTANCE_LENGTH, JOB_NAME_LENGTH, Run, Step
-from .schedules import Missed, Schedule
+from .runs import INSTANCE_LENGTH, JOB_NAME_LENGTH, STEP_NAME_LENGTH, Run, Step
+from .schedules import ACTOR_LENGTH, NOTE_LENGTH, Missed, Schedule
 
 __all__ = [
+    "ACTOR_LENGTH",
     "INSTANCE_LENGTH",
     "JOB_NAME_LENGTH",
+    "NOTE_LENGTH",
+    "STEP_NAME_LENGTH",
     "WORKER_ID_LENGTH",
     "Missed",
     "PassStat",

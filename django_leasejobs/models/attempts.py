@@ -12,6 +12,8 @@ from __future__ import annotations
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from django_leasejobs.ids import ID_LENGTH
+
 from .runs import Run
 
 __all__ = ["WORKER_ID_LENGTH", "TaskAttempt"]
@@ -27,7 +29,7 @@ class TaskAttempt(models.Model):
         Run, on_delete=models.CASCADE, related_name="task_attempts", verbose_name=_("run")
     )
     owner = models.CharField(
-        _("lease owner"), max_length=26, help_text=_("The token of the pass's lease.")
+        _("lease owner"), max_length=ID_LENGTH, help_text=_("The token of the pass's lease.")
     )
     worker_id = models.CharField(_("worker id"), max_length=WORKER_ID_LENGTH)
     began_at = models.DateTimeField(_("began at"))

@@ -10,6 +10,7 @@ from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 from django_leasejobs.fields import KeyField
+from django_leasejobs.ids import ID_LENGTH
 from django_leasejobs.limits import KEY_LENGTH
 
 from .runs import JOB_NAME_LENGTH
@@ -30,8 +31,8 @@ class Slot(models.Model):
     job = KeyField(_("job"), max_length=JOB_NAME_LENGTH)
     key = KeyField(_("limit key"), max_length=KEY_LENGTH, blank=True, default="")
     number = models.PositiveIntegerField(_("number"))
-    run_id = models.CharField(_("run"), max_length=26, null=True, blank=True)
-    owner = models.CharField(_("lease owner"), max_length=26, null=True, blank=True)
+    run_id = models.CharField(_("run"), max_length=ID_LENGTH, null=True, blank=True)
+    owner = models.CharField(_("lease owner"), max_length=ID_LENGTH, null=True, blank=True)
 
     class Meta:
         verbose_name = _("concurrency slot")

@@ -17,6 +17,7 @@ from django_leasejobs.routing import QUEUE_LENGTH
 from django_leasejobs.states import PassOutcome
 
 from .runs import JOB_NAME_LENGTH
+from .schedules import ACTOR_LENGTH, NOTE_LENGTH
 
 __all__ = ["BUCKETS", "BUCKET_FIELDS", "PassStat", "PausedQueue"]
 
@@ -80,9 +81,9 @@ class PausedQueue(models.Model):
     """A queue no worker begins a pass of while this row exists (W6)."""
 
     queue = KeyField(_("queue"), max_length=QUEUE_LENGTH, unique=True)
-    paused_by = models.CharField(_("paused by"), max_length=150, blank=True, default="")
+    paused_by = models.CharField(_("paused by"), max_length=ACTOR_LENGTH, blank=True, default="")
     paused_at = models.DateTimeField(_("paused at"))
-    note = models.CharField(_("note"), max_length=200, blank=True, default="")
+    note = models.CharField(_("note"), max_length=NOTE_LENGTH, blank=True, default="")
 
     class Meta:
         verbose_name = _("paused queue")

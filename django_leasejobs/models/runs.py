@@ -13,16 +13,17 @@ from django.utils.translation import gettext_lazy as _
 
 from django_leasejobs.codec import Decoded, decode
 from django_leasejobs.fields import KeyField
-from django_leasejobs.ids import new_id
+from django_leasejobs.ids import ID_LENGTH, new_id
 from django_leasejobs.limits import KEY_LENGTH as LIMIT_KEY_LENGTH
 from django_leasejobs.querysets import RunQuerySet
 from django_leasejobs.routing import DEFAULT_QUEUE, PRIORITY_MAX, PRIORITY_MIN, QUEUE_LENGTH
 from django_leasejobs.states import FailureCode, RunOrigin, RunStatus, Throttle
 
-__all__ = ["INSTANCE_LENGTH", "JOB_NAME_LENGTH", "Run", "Step"]
+__all__ = ["INSTANCE_LENGTH", "JOB_NAME_LENGTH", "STEP_NAME_LENGTH", "Run", "Step"]
 
 JOB_NAME_LENGTH = 100
 INSTANCE_LENGTH = 200
+STEP_NAME_LENGTH = 200
 #: Run columns an outcome sets to the database's time (see ``Run.as_written``).
 _DATABASE_TIMED = frozenset({"updated_at", "ended_at", "next_attempt_at"})
 
@@ -30,7 +31,9 @@ _DATABASE_TIMED = frozenset({"updated_at", "ended_at", "next_attempt_at"})
 class Run(models.Model):
     """One durable run of a job: what an operator reads afterwards."""
 
-    id = models.CharField(_("id"), primary_key=True, max_length=26, default=new_id, editable=False)
+    id = models.CharField(
+        _("id"), primary_key=True, max_length=ID_LENGTH, default=new_id, editable=False
+    )
     job = KeyField(_("job"), max_length=JOB_NAME_LENGTH)
     instance = KeyField(_("instance"), max_length=INSTANCE_LENGTH, default="default")
     origin = models.CharField(
@@ -74,7 +77,7 @@ class Run(models.Model):
         help_text=_("When the run is next due; while leased, when the lease expires."),
     )
     ended_at = models.DateTimeField(_("ended at"), null=True, blank=True)
-    lease_owner = models.CharField(_("lease owner"), max_length=26, null=True, blank=True)
+    lease_owner = models.CharField(_("lease owner"), max_length=ID_LENGTH, null=True, blank=True)
     lease_began_at = models.DateTimeField(_("lease began at"), null=True, blank=True)
     lease_holder = models.CharField(
         _("lease holder"),
@@ -249,7 +252,7 @@ class Step(models.Model):
     run = models.ForeignKey(
         Run, on_delete=models.CASCADE, related_name="steps", verbose_name=_("run")
     )
-    name = KeyField(_("name"), max_length=200)
+    name = KeyField(_("name"), max_length=STEP_NAME_LENGTH)
     result = models.TextField(
         _("result (JSON)"), null=True, blank=True, help_text=_("Empty = not completed.")
     )

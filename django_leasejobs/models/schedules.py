@@ -11,11 +11,16 @@ from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 from django_leasejobs.fields import KeyField
-from django_leasejobs.states import MissedAction, MissedCause, MissedRule
+from django_leasejobs.states import MissedAction, MissedCause, MissedRule, RunStatus
 
 from .runs import JOB_NAME_LENGTH, Run
 
-__all__ = ["Missed", "Schedule"]
+__all__ = ["ACTOR_LENGTH", "NOTE_LENGTH", "Missed", "Schedule"]
+
+#: Who paused: a user name, as long as ``auth.User.username`` may be.
+ACTOR_LENGTH = 150
+#: Pause notes are short: they are read in a list (S4).
+NOTE_LENGTH = 200
 
 
 def _run_link(verbose_name: Any, *, related_name: str) -> models.ForeignKey[Run | None, Run | None]:
@@ -47,8 +52,8 @@ class Schedule(models.Model):
         _("enabled"), default=True, help_text=_("False once the job's schedule left the code.")
     )
     paused_at = models.DateTimeField(_("paused at"), null=True, blank=True)
-    paused_by = models.CharField(_("paused by"), max_length=150, blank=True, default="")
-    pause_note = models.CharField(_("pause note"), max_length=200, blank=True, default="")
+    paused_by = models.CharField(_("paused by"), max_length=ACTOR_LENGTH, blank=True, default="")
+    pause_note = models.CharField(_("pause note"), max_length=NOTE_LENGTH, blank=True, default="")
     # The last pause that ended: the due times it missed are recorded as "paused" (S3).
     last_paused_at = models.DateTimeField(_("last paused at"), null=True, blank=True)
     resumed_at = models.DateTimeField(_("resumed at"), null=True, blank=True)
@@ -59,7 +64,11 @@ class Schedule(models.Model):
     seen_at = models.DateTimeField(_("seen at"), null=True, blank=True)
     last_run = _run_link(_("last run"), related_name="+")
     last_run_at = models.DateTimeField(_("last run at"), null=True, blank=True)
-    last_outcome = models.CharField(_("last outcome"), max_length=16, blank=True, default="")
+    # The last scheduled run's final status, done or failed (S6). Its 16 predate
+    # the choices; narrowing it to the longest status would rewrite the column.
+    last_outcome = models.CharField(
+        _("last outcome"), max_length=16, choices=RunStatus.choices, blank=True, default=""
+    )
     last_success_at = models.DateTimeField(_("last success at"), null=True, blank=True)
     overdue_since = models.DateTimeField(
         _("overdue since"),

@@ -6,7 +6,10 @@ the state: the next due time, the pause, the last run. One module per job:
 
 * :mod:`.sync` -- S1, the rows follow the code of the jobs a drive registers;
 * :mod:`.firing` -- S2 and S3, each due time fired once, the missed-run rules;
-* :mod:`.reading` -- S6, the states and ``job_overdue``.
+* :mod:`.reading` -- S6, the states: reads only;
+* :mod:`.overdue` -- S6, ``job_overdue`` once per episode;
+* :mod:`.store` -- the one writer of the ``Schedule`` and ``Missed`` rows,
+  whoever decides the write (these modules, the operators, retention).
 
 Pausing, resuming and running by hand are operators' verbs
 (:mod:`django_leasejobs.operators`).
@@ -18,7 +21,9 @@ from datetime import datetime
 
 from .base import MISSED_MAX, Problem
 from .firing import Window, act, cause_of, fire_due_schedules, plan
-from .reading import check_overdue, live_runs, orphaned, period, problem, record_outcome, state
+from .overdue import check_overdue
+from .reading import live_runs, orphaned, period, problem, state
+from .store import record_outcome
 from .sync import seen_every, sync_schedules
 
 __all__ = [

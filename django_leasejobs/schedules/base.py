@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any, NamedTuple
 from zoneinfo import ZoneInfo
 
@@ -13,7 +12,7 @@ from django.db import router
 from django_leasejobs.errors import describe
 from django_leasejobs.models import Schedule
 
-__all__ = ["MISSED_MAX", "Problem", "contained", "iso", "schedule_db", "zone_of"]
+__all__ = ["MISSED_MAX", "Problem", "contained", "schedule_db", "zone_of"]
 
 logger = logging.getLogger("django_leasejobs")
 
@@ -27,10 +26,6 @@ def zone_of(name: str) -> ZoneInfo:
 
 def schedule_db() -> str:
     return router.db_for_write(Schedule)
-
-
-def iso(moment: datetime) -> str:
-    return moment.isoformat().replace("+00:00", "Z")
 
 
 class Problem(NamedTuple):

@@ -3,7 +3,8 @@
 Firing is one transaction led by a compare-and-set on the row's
 ``next_due_at`` (and on its not being paused), with the ledger rows and the
 run it starts: any number of drives, on any number of machines, may find the
-same due time, and exactly one of them fires it.
+same due time, and exactly one of them fires it. The rows are written by
+:mod:`.store`.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from django_leasejobs.models import Missed, Run, Schedule
 from django_leasejobs.registry import registry
 from django_leasejobs.states import MissedAction, MissedCause, MissedRule, RunOrigin
 from django_leasejobs.store import StartResult, start_as
+from django_leasejobs.times import iso
 
-from .base import MISSED_MAX, Problem, contained, iso, schedule_db, zone_of
+from .base import MISSED_MAX, Problem, contained, schedule_db, zone_of
+from .store import advance, note_run, record_missed
 
 __all__ = ["Window", "act", "cause_of", "fire_due_schedules", "plan"]
 
@@ -37,7 +40,7 @@ class Window:
     next_due_at: datetime | None
 
 
-def plan(row: Schedule, now: datetime, cause: str | None) -> Window:
+def plan(row: Schedule, now: datetime, cause: MissedCause | None) -> Window:
     """Decide what the due times in [``row.next_due_at``, *now*] come to (S2, S3).
 
     Without a *cause* the due times simply fire (they are within
@@ -121,34 +124,27 @@ def act(row: Schedule, window: Window, now: datetime) -> bool:
     using = schedule_db()
     newest = max([*window.fire, *window.missed], default=None)
     with transaction.atomic(using=using):
-        won = (
-            Schedule.objects.using(using)
-            .filter(pk=row.pk, next_due_at=row.next_due_at, enabled=True, paused_at__isnull=True)
-            .update(next_due_at=window.next_due_at, last_due_at=newest or row.last_due_at)
-        )
-        if not won:
+        if not advance(row, window.next_due_at, newest or row.last_due_at):
             return False
         result = _start_for(row.job, window) if window.fire else None
         if window.missed:
             _record(row, window, result.run if result else None, now)
         if result is not None:
-            Schedule.objects.using(using).filter(pk=row.pk).update(
-                last_run=result.run, last_run_at=now
-            )
+            note_run(row, result.run, now)
     return True
 
 
 def _start_for(job: str, window: Window) -> StartResult:
     payload = {
-        "due": iso(window.fire[-1]),
-        "covers": [iso(moment) for moment in window.fire],
+        "due": iso(window.fire[-1], zulu=True),
+        "covers": [iso(moment, zulu=True) for moment in window.fire],
     }
     # A run still live from an earlier due time is joined with again=True:
     # overlapping firings collapse into one follow-up (S2).
     return start_as(RunOrigin.SCHEDULE, job, payload, again=True)
 
 
-def cause_of(row: Schedule, moment: datetime) -> str:
+def cause_of(row: Schedule, moment: datetime) -> MissedCause:
     """Why due time *moment* was missed: during the row's last pause, or no drive ran (S3)."""
     paused_from, resumed = row.last_paused_at, row.resumed_at
     if paused_from is not None and resumed is not None and paused_from <= moment <= resumed:
@@ -157,7 +153,7 @@ def cause_of(row: Schedule, moment: datetime) -> str:
 
 
 def _record(row: Schedule, window: Window, run: Run | None, now: datetime) -> None:
-    """Write the Missed ledger; the unique (job, due_at) keeps each due time to one row."""
+    """Record the due times *window* missed, each with its cause and action; send the signal."""
     caught = set(window.fire) if window.caught_up else set()
     rows = [
         Missed(
@@ -170,7 +166,7 @@ def _record(row: Schedule, window: Window, run: Run | None, now: datetime) -> No
         )
         for moment in window.missed
     ]
-    Missed.objects.using(schedule_db()).bulk_create(rows, ignore_conflicts=True)
+    record_missed(rows)
     rule, cause = row.rule, rows[-1].cause
     signals.send(
         signals.schedule_missed,

@@ -1,14 +1,10 @@
-"""S6: what a schedule reads as, and ``job_overdue`` once per episode (SPEC §7)."""
+"""S6: what a schedule reads as (SPEC §7). Read-only: the rows are written by :mod:`.store`."""
 
 from __future__ import annotations
 
-import logging
 from datetime import datetime, timedelta
-from functools import partial
-from typing import Any
 
-from django_leasejobs import cron, signals
-from django_leasejobs.clock import get_clock
+from django_leasejobs import cron
 from django_leasejobs.conf import conf
 from django_leasejobs.errors import describe
 from django_leasejobs.exceptions import InvalidSchedule
@@ -16,19 +12,12 @@ from django_leasejobs.models import Run, Schedule
 from django_leasejobs.registry import registry
 from django_leasejobs.states import RunStatus, ScheduleState
 
-from .base import Problem, contained, schedule_db, zone_of
+from .base import schedule_db, zone_of
 
-__all__ = [
-    "check_overdue",
-    "live_runs",
-    "orphaned",
-    "period",
-    "problem",
-    "record_outcome",
-    "state",
-]
+# Re-exported while conclusion.py imports it from here; it belongs to .store.
+from .store import record_outcome
 
-logger = logging.getLogger("django_leasejobs")
+__all__ = ["live_runs", "orphaned", "period", "problem", "record_outcome", "state"]
 
 
 def period(row: Schedule) -> timedelta:
@@ -92,40 +81,3 @@ def live_runs(jobs: list[str]) -> dict[str, Run]:
     """The live run of each of *jobs* (at most one each, R1): what :func:`state` reads of it."""
     live = Run.objects.using(schedule_db()).live().filter(job__in=jobs)
     return {run.job: run for run in live.only("job", "status", "started_at", "attempts")}
-
-
-def check_overdue(
-    rows: list[Schedule], now: datetime, problems: list[Problem] | None = None
-) -> None:
-    """Send ``job_overdue`` once per episode of a schedule reading stalled or missed (S6).
-
-    The episode is ``overdue_since``, set and cleared by compare-and-set, so
-    concurrent drives send the signal once.
-    """
-    problems = [] if problems is None else problems
-    watched = [row for row in rows if row.enabled and row.job in registry]
-    if not watched:
-        return
-    live = live_runs([row.job for row in watched])
-    for row in watched:
-        contained(row.job, problems, partial(_watch, row, live.get(row.job), now))
-
-
-def _watch(row: Schedule, live: Run | None, now: datetime) -> None:
-    current = state(row, live, now)
-    same = Schedule.objects.using(schedule_db()).filter(pk=row.pk)
-    if current in ScheduleState.overdue() and row.overdue_since is None:
-        if same.filter(overdue_since__isnull=True).update(overdue_since=now):
-            signals.send(
-                signals.job_overdue, Schedule, using=schedule_db(), schedule=row, state=current
-            )
-    elif current not in ScheduleState.overdue() and row.overdue_since is not None:
-        same.filter(overdue_since__isnull=False).update(overdue_since=None)
-
-
-def record_outcome(run: Run, status: RunStatus) -> None:
-    """Note a scheduled run's final outcome on its schedule (S6): one statement."""
-    values: dict[str, Any] = {"last_outcome": status}
-    if status == RunStatus.DONE:
-        values["last_success_at"] = get_clock().now_expr()  # the database's time, no read
-    Schedule.objects.using(schedule_db()).filter(job=run.job).update(**values)

@@ -1,4 +1,7 @@
-"""S1: the Schedule rows follow the code -- of the jobs this process registers, and only those."""
+"""S1: the Schedule rows follow the code -- of the jobs this process registers, and only those.
+
+What to write is decided here; :mod:`.store` writes it.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from django_leasejobs.conf import conf
 from django_leasejobs.models import Schedule
 from django_leasejobs.registry import Job, registry
 
+from . import store
 from .base import Problem, contained, schedule_db, zone_of
 
 __all__ = ["seen_every", "sync_schedules"]
@@ -46,9 +50,7 @@ def sync_schedules(now: datetime, problems: list[Problem] | None = None) -> list
             stale |= bool(contained(spec.name, problems, partial(_sync, spec, row, now)))
         elif row is not None and row.enabled:
             # Registered here, scheduled no more: this code removed the schedule.
-            Schedule.objects.using(schedule_db()).filter(pk=row.pk, enabled=True).update(
-                enabled=False
-            )
+            store.disable(row)
             logger.warning("Schedule disabled (no longer in the code): %s", spec.name)
             stale = True
     _mark_seen(rows, now)
@@ -60,9 +62,9 @@ def _sync(spec: Job, row: Schedule | None, now: datetime) -> bool:
     assert spec.schedule is not None
     tz_name = spec.timezone or settings.TIME_ZONE
     if row is None:
-        Schedule.objects.using(schedule_db()).get_or_create(
-            job=spec.name,
-            defaults={
+        store.create(
+            spec.name,
+            {
                 "expression": spec.schedule,
                 "timezone": tz_name,
                 "rule": spec.missed,
@@ -86,9 +88,7 @@ def _sync(spec: Job, row: Schedule | None, now: datetime) -> bool:
             "next_due_at": cron.next_due(spec.schedule, zone_of(tz_name), row.last_due_at or now),
         }
     # Compare-and-set on what was read: a concurrent drive made the same change.
-    Schedule.objects.using(schedule_db()).filter(
-        pk=row.pk, expression=row.expression, timezone=row.timezone, enabled=row.enabled
-    ).update(**values)
+    store.redefine(row, values)
     return True
 
 
@@ -108,6 +108,6 @@ def _mark_seen(rows: dict[str, Schedule], now: datetime) -> None:
         and (row.seen_at is None or row.seen_at < since)
     ]
     if seen:
-        Schedule.objects.using(schedule_db()).filter(job__in=seen).update(seen_at=now)
+        store.mark_seen(seen, now)
         for name in seen:
             rows[name].seen_at = now

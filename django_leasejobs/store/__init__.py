@@ -24,6 +24,10 @@ The verbs, in the order a run meets them:
   :mod:`.deletes` -- what an operator's delete writes: runs that hold no key (A7);
   :mod:`.queues` -- a queue paused or resumed (W6); :mod:`.stats` -- a flush
   of pass statistics (O1).
+
+The statements a pass or a drive sends every time are still written as the
+``QuerySet.update()`` they stand for, and compiled once by :mod:`.sql`: the
+one sub-package that reaches into Django's SQL compiler (§13).
 """
 
 from __future__ import annotations
@@ -39,7 +43,15 @@ from .cancels import (
     release_held,
     stop_cancelled,
 )
-from .claims import Missed, begin, claim, miss, read_claimed, release_dead_holder, take
+from .claims import (
+    AdmissionMiss,
+    begin,
+    claim,
+    miss,
+    read_claimed,
+    release_dead_holder,
+    take,
+)
 from .deletes import delete_finished, free_of_key, holding_key
 from .limits import Admission, begin_limited, hold_back, rejudge, throttle
 from .outcomes import commit, defer, hold, record_step, renew, settle
@@ -48,10 +60,9 @@ from .starts import StartResult, check_key, start, start_as
 
 __all__ = [
     "ADMISSION",
-    "ADMISSION_MISS_MAX",
     "TAKEOVER_NOTE",
     "Admission",
-    "Missed",
+    "AdmissionMiss",
     "StartResult",
     "alias",
     "begin",
@@ -86,6 +97,3 @@ __all__ = [
     "take",
     "throttle",
 ]
-
-#: L5: consecutive admission misses after which a run fails.
-ADMISSION_MISS_MAX = ADMISSION.max_attempts

@@ -15,12 +15,12 @@ from datetime import timedelta
 from functools import cache
 from typing import Any
 
-from django.db import DatabaseError, transaction
+from django.db import transaction
 from django.db.models import CharField, DurationField
 from django.db.models.functions import Concat, Substr
 
 from django_leasejobs.clock import plus
-from django_leasejobs.errors import connection_lost
+from django_leasejobs.errors import READ_ERRORS, why_unreadable
 from django_leasejobs.exceptions import UnreadableRow
 from django_leasejobs.ids import new_id
 from django_leasejobs.models import Run
@@ -28,7 +28,7 @@ from django_leasejobs.querysets import RunQuerySet
 
 from .base import alias, conflicts_retried, notify, now, runs
 from .claims import read_claimed
-from .compiled import AS_IS, KEY, Slots, Statement, returns_rows
+from .sql import AS_IS, KEY, Slots, Statement, returns_rows
 
 __all__ = ["OWNED_FROM", "Ahead", "give_back", "owner_of", "take_ahead"]
 
@@ -86,9 +86,8 @@ def take_ahead(run_ids: list[str], lease: timedelta, holder: str) -> tuple[str, 
         owners = [owner_of(prefix, run_id) for run_id in run_ids]
         won = runs().filter(pk__in=run_ids).held_by_any(owners)
         return prefix, {run.pk: run for run in won}
-    except (DatabaseError, ValueError, TypeError, OverflowError) as exc:
-        if isinstance(exc, DatabaseError) and connection_lost(using):
-            raise
+    except READ_ERRORS as exc:
+        why_unreadable(exc, using)  # raises if the connection is lost, not a row
     # A row in the batch cannot be read: read each back alone, so only it fails.
     found: Ahead = {}
     for run_id in run_ids:
@@ -113,8 +112,9 @@ def give_back(prefix: str, run_ids: list[str]) -> int:
     with transaction.atomic(using=alias()):
         given = (
             runs()
-            .filter(pk__in=run_ids, lease_began_at__isnull=True)
+            .filter(pk__in=run_ids)
             .held_by_any(owners)
+            .unbegun()
             .update(lease_owner=None, next_attempt_at=at, updated_at=at)
         )
         if given:

@@ -28,6 +28,7 @@ __all__ = [
     "create",
     "finished",
     "follow_up",
+    "held",
     "notifies",
     "notify",
     "now",
@@ -50,6 +51,15 @@ def alias() -> str:
 
 def runs() -> RunQuerySet:
     return Run.objects.using(alias())
+
+
+def held(run_id: str, owner: str, among: RunQuerySet | None = None) -> RunQuerySet:
+    """Run *run_id* while *owner* holds it: the fence of every write of a pass (L6).
+
+    Of :func:`runs`, or of *among* -- a compiled statement's builder is given
+    the queryset of the database it is compiled for.
+    """
+    return (runs() if among is None else among).held_by(owner).filter(pk=run_id)
 
 
 def now() -> Combinable:

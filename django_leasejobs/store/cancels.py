@@ -11,9 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Case, F, Q, When
+from django.db.models import Case, F, When
 
-from django_leasejobs.states import LIVE_STATUSES, FailureCode, RunStatus
+from django_leasejobs.querysets import lease_in_flight
+from django_leasejobs.states import FailureCode, RunStatus
 
 from .base import alias, conflicts_retried, finished, follow_up, notify, now, runs
 
@@ -41,18 +42,15 @@ def cancel_run(run_id: str, note: str) -> bool:
     Returns ``False`` when the run had already finished.
     """
     at = now()
-    # A begun, unexpired lease: a pass may be running right now.
-    in_flight = Q(lease_began_at__isnull=False, next_attempt_at__gt=at)
+    in_flight = lease_in_flight(at)  # a pass may be running right now: keep its lease
 
     def kept(column: str) -> Case:
         return Case(When(in_flight, then=F(column)), default=None)
 
-    cancellable = Q(status__in=LIVE_STATUSES) | (
-        Q(live_key__isnull=False) & ~Q(status=RunStatus.CANCELLED)
-    )
     return bool(
         runs()
-        .filter(cancellable, pk=run_id)
+        .cancellable()
+        .filter(pk=run_id)
         .update(
             status=RunStatus.CANCELLED,
             failure_code=FailureCode.CANCELLED,
@@ -77,8 +75,7 @@ def stop_cancelled(run_id: str, owner: str) -> bool:
     cancelled under this pass (the pass lost its lease some other way).
     """
     with transaction.atomic(using=alias()):
-        freed = runs().filter(pk=run_id, status=RunStatus.CANCELLED, lease_owner=owner)
-        if not freed.update(**_STOPPED):
+        if not runs().cancelled_by(owner).filter(pk=run_id).update(**_STOPPED):
             return False
         _follow(run_id)
     return True
@@ -90,21 +87,19 @@ def free_expired_cancel(run_id: str) -> bool:
     For a start that finds the key held: the start itself is the newest
     request, so no earlier follow-up is started.
     """
-    expired = runs().filter(pk=run_id, status=RunStatus.CANCELLED, next_attempt_at__lte=now())
-    return bool(expired.update(**_STOPPED))
+    return bool(runs().cancelled_expired(now()).filter(pk=run_id).update(**_STOPPED))
 
 
 def release_expired_cancels(limit: int) -> int:
     """Free the keys of cancelled runs whose pass died with its lease, starting their follow-ups.
 
-    A range of the due index (``status = 'cancelled' AND next_attempt_at <=
-    now``): only runs cancelled mid-pass keep a ``next_attempt_at``.
-    Returns how many keys were freed.
+    Returns how many keys were freed (at most *limit*).
     """
-    expired = runs().filter(status=RunStatus.CANCELLED, next_attempt_at__lte=now())
+    expired = runs().cancelled_expired(now())
     freed = 0
     for run_id, owner in expired.values_list("pk", "lease_owner")[:limit]:
         with transaction.atomic(using=alias()):
+            # Only as it was read: still expired, still the lease of the pass that died.
             if expired.filter(pk=run_id, lease_owner=owner).update(**_STOPPED):
                 freed += 1
                 _follow(run_id)

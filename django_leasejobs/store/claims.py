@@ -6,22 +6,30 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from django.db import DatabaseError, transaction
+from django.db import transaction
 from django.db.models import DurationField, F
 from django.db.models.functions import Coalesce
 
 from django_leasejobs.clock import plus
-from django_leasejobs.errors import connection_lost, unreadable_reason
+from django_leasejobs.errors import READ_ERRORS, why_unreadable
 from django_leasejobs.exceptions import UnreadableRow
 from django_leasejobs.leases import ADMISSION, TAKEOVER_NOTE
 from django_leasejobs.models import Run
 from django_leasejobs.querysets import RunQuerySet
 from django_leasejobs.states import FailureCode, RunStatus
 
-from .base import alias, conflicts_retried, finished, now, runs
-from .compiled import AS_IS, KEY, Slots, Statement, returns_rows
+from .base import alias, conflicts_retried, finished, held, now, runs
+from .sql import AS_IS, KEY, Slots, Statement, returns_rows
 
-__all__ = ["Missed", "begin", "claim", "miss", "read_claimed", "release_dead_holder", "take"]
+__all__ = [
+    "AdmissionMiss",
+    "begin",
+    "claim",
+    "miss",
+    "read_claimed",
+    "release_dead_holder",
+    "take",
+]
 
 _LEASE = {"run_id": KEY, "owner": KEY, "lease": DurationField()}
 
@@ -57,7 +65,7 @@ def _begin(*, limited: bool) -> Statement:
     return Statement(
         {"run_id": KEY, "owner": KEY, "margin": DurationField()},
         lambda runs, s: (
-            runs.held_by(s.owner).filter(pk=s.run_id, next_attempt_at__gt=plus(s.now, s.margin)),
+            held(s.run_id, s.owner, runs).lease_ends_after(plus(s.now, s.margin)),
             {"lease_began_at": s.now, "admission_misses": None, **cleared, "updated_at": s.now},
         ),
     )
@@ -107,11 +115,9 @@ def take(run_id: str, owner: str, lease: timedelta, holder: str, *, takeover: bo
     values = {"run_id": run_id, "owner": owner, "lease": lease, "holder": holder}
     try:
         return CLAIM[takeover].fetch(using, **values)
-    except (DatabaseError, ValueError, TypeError, OverflowError) as exc:
-        if isinstance(exc, DatabaseError) and connection_lost(using):
-            raise
-        reason = unreadable_reason(exc)
-    return _unreadable(runs().held_by(owner).filter(pk=run_id), run_id, reason)
+    except READ_ERRORS as exc:
+        reason = why_unreadable(exc, using)
+    return _unreadable(held(run_id, owner), run_id, reason)
 
 
 def read_claimed(run_id: str, owner: str) -> Run | None:
@@ -122,22 +128,20 @@ def read_claimed(run_id: str, owner: str) -> Run | None:
     impossible date), carrying what the pass needs to fail it as a malformed
     row (R9, §12).
     """
-    held = runs().held_by(owner).filter(pk=run_id)
+    claimed = held(run_id, owner)
     try:
-        return held.get()
+        return claimed.get()
     except Run.DoesNotExist:
         return None
-    except (DatabaseError, ValueError, TypeError, OverflowError) as exc:
-        if isinstance(exc, DatabaseError) and connection_lost(alias()):
-            raise
-        reason = unreadable_reason(exc)
-    return _unreadable(held, run_id, reason)
+    except READ_ERRORS as exc:
+        reason = why_unreadable(exc, alias())
+    return _unreadable(claimed, run_id, reason)
 
 
-def _unreadable(held: RunQuerySet, run_id: str, reason: str) -> Run | None:
+def _unreadable(claimed: RunQuerySet, run_id: str, reason: str) -> Run | None:
     """``None`` if the claim is no longer held; else raise :class:`UnreadableRow`."""
     # Only columns every row can hold: its identity and its counts.
-    known = held.values_list("job", "attempts", "admission_misses").first()
+    known = claimed.values_list("job", "attempts", "admission_misses").first()
     if known is None:
         return None
     job, attempts, misses = known
@@ -156,15 +160,18 @@ def begin(run_id: str, owner: str, margin: timedelta) -> bool:
 
 
 @dataclass(frozen=True)
-class Missed:
-    """What :func:`miss` did: the run's new consecutive miss count, and whether it failed."""
+class AdmissionMiss:
+    """What :func:`miss` did: the run's new consecutive miss count, and whether it failed.
+
+    Not :class:`~django_leasejobs.models.Missed`, a schedule's missed due time (S3).
+    """
 
     misses: int
     failed: bool
 
 
 @conflicts_retried
-def miss(run_id: str, owner: str, note: str) -> Missed | None:
+def miss(run_id: str, owner: str, note: str) -> AdmissionMiss | None:
     """Release a claim that did not begin (L5), in one transaction.
 
     Adds one to ``admission_misses`` *as found in the row* (never a count read
@@ -177,9 +184,8 @@ def miss(run_id: str, owner: str, note: str) -> Missed | None:
     at = now()
     with transaction.atomic(using=alias()):
         released = (
-            runs()
-            .held_by(owner)
-            .filter(pk=run_id, lease_began_at__isnull=True)
+            held(run_id, owner)
+            .unbegun()
             .update(
                 admission_misses=Coalesce("admission_misses", 0) + 1,
                 lease_owner=None,
@@ -199,9 +205,9 @@ def miss(run_id: str, owner: str, note: str) -> Missed | None:
                 last_error=note,
                 **finished(RunStatus.FAILED, at),
             )
-            return Missed(misses, failed=True)
+            return AdmissionMiss(misses, failed=True)
         unleased.update(next_attempt_at=plus(at, ADMISSION.delay(misses)))
-        return Missed(misses, failed=False)
+        return AdmissionMiss(misses, failed=False)
 
 
 @conflicts_retried
@@ -214,8 +220,8 @@ def release_dead_holder(run_id: str, owner: str, holder: str) -> bool:
     """
     at = now()
     return bool(
-        runs()
-        .held_by(owner)
-        .filter(pk=run_id, lease_holder=holder, next_attempt_at__gt=at)
+        held(run_id, owner)
+        .filter(lease_holder=holder)
+        .lease_ends_after(at)
         .update(next_attempt_at=at, updated_at=at)
     )

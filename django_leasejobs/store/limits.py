@@ -29,9 +29,9 @@ from django.db.models import Exists, OuterRef, Q
 from django_leasejobs.clock import plus
 from django_leasejobs.limits import Limit, Rate
 from django_leasejobs.models import RateState, Run, Slot
-from django_leasejobs.states import RunStatus, Throttle
+from django_leasejobs.states import Throttle
 
-from .base import alias, conflicts_retried, now, runs
+from .base import alias, conflicts_retried, held, now, runs
 from .claims import BEGIN_LIMITED
 
 __all__ = [
@@ -105,28 +105,18 @@ def begin_limited(
 
 
 def _holding() -> Any:
-    """Whether a slot's holder still holds it: its run, under its lease, begun and unexpired.
-
-    A run cancelled mid-pass keeps its lease until that pass has stopped
-    (SPEC §3 ``cancel``), and its slot with it.
-    """
-    return Run.objects.filter(
-        pk=OuterRef("run_id"),
-        lease_owner=OuterRef("owner"),
-        status__in=(RunStatus.RUNNING, RunStatus.CANCELLED),
-        lease_began_at__isnull=False,
-        next_attempt_at__gt=now(),
-    )
+    """Whether a slot's holder still holds it: its run, in flight under the lease it names."""
+    return Run.objects.in_flight(now()).filter(pk=OuterRef("run_id"), lease_owner=OuterRef("owner"))
 
 
-def _held(job: str, key: str) -> Any:
+def _slots(job: str, key: str) -> Any:
     """The slots of (*job*, *key*), each annotated with whether its holder still holds it."""
     return Slot.objects.using(alias()).filter(job=job, key=key).annotate(held=Exists(_holding()))
 
 
 def _free_slots(job: str, key: str, concurrency: int) -> list[tuple[int, str | None]]:
     """The free slots among the first *concurrency*, each with the holder it was seen with."""
-    slots = _held(job, key).filter(number__lt=concurrency).values_list("pk", "owner", "held")
+    slots = _slots(job, key).filter(number__lt=concurrency).values_list("pk", "owner", "held")
     rows = list(slots)
     if len(rows) < concurrency:
         # A key limited for the first time, or a job whose concurrency grew.
@@ -188,9 +178,8 @@ def throttle(
     """
     at = now()
     return bool(
-        runs()
-        .held_by(owner)
-        .filter(pk=run_id, lease_began_at__isnull=True)
+        held(run_id, owner)
+        .unbegun()
         .update(
             lease_owner=None,
             next_attempt_at=_due(at, wait, until),

@@ -5,7 +5,7 @@ holds the run: the lease expired and another worker took it over, or an
 operator cancelled it. The caller then reports the pass ``superseded``.
 
 The statements a pass sends every time -- a renewal, a commit, a settle -- are
-:class:`~.compiled.Statement` s: compiled once, bound per call.
+:class:`~.sql.Statement` s: compiled once, bound per call.
 """
 
 from __future__ import annotations
@@ -22,9 +22,8 @@ from django_leasejobs.models import Run, Step
 from django_leasejobs.querysets import RunQuerySet
 from django_leasejobs.states import FailureCode, RunStatus
 
-from .base import alias, conflicts_retried, finished, follow_up, now
-from .carried import Carried
-from .compiled import AS_IS, KEY, Slots, Statement
+from .base import alias, conflicts_retried, finished, follow_up, held, now
+from .sql import AS_IS, KEY, Carried, Slots, Statement
 
 __all__ = ["commit", "defer", "hold", "record_step", "renew", "settle"]
 
@@ -34,11 +33,6 @@ _HELD = {"run_id": KEY, "owner": KEY}
 def _released(at: Any) -> dict[str, Any]:
     """L8: an outcome lets go of the lease (and ``next_attempt_at`` says when next)."""
     return {"lease_owner": None, "lease_began_at": None, "updated_at": at}
-
-
-def _held(runs: RunQuerySet, s: Slots) -> RunQuerySet:
-    """The fence of every write below (L6)."""
-    return runs.held_by(s.owner).filter(pk=s.run_id)
 
 
 @cache
@@ -52,8 +46,9 @@ def _renewal(*, with_step: bool, strict: bool = False) -> Statement:
 
     def build(runs: RunQuerySet, s: Slots) -> tuple[RunQuerySet, dict[str, Any]]:
         values = {"next_attempt_at": plus(s.now, s.lease), "updated_at": s.now}
-        held = _held(runs, s).filter(next_attempt_at__gt=s.now) if strict else _held(runs, s)
-        return held, values | ({"has_steps": True} if with_step else {})
+        fenced = held(s.run_id, s.owner, runs)
+        fenced = fenced.lease_ends_after(s.now) if strict else fenced
+        return fenced, values | ({"has_steps": True} if with_step else {})
 
     return Statement({**_HELD, "lease": DurationField()}, build)
 
@@ -152,8 +147,8 @@ def _commit(
             values["has_steps"] = False
         if idle:
             values["idle_passes"] = s.idle_passes
-        held = _held(runs, s)
-        return (held.filter(rerun_requested=False) if quiet else held), values
+        fenced = held(s.run_id, s.owner, runs)
+        return (fenced.filter(rerun_requested=False) if quiet else fenced), values
 
     fields = {"cursor": AS_IS, "counters": AS_IS, "total": AS_IS, "result": AS_IS}
     return Statement({**_HELD, **fields, "idle_passes": AS_IS}, build)
@@ -229,7 +224,7 @@ def _settle(*, retrying: bool) -> Statement:
             values["next_attempt_at"] = plus(s.now, s.retry_in)
         else:
             values |= finished(RunStatus.FAILED, s.now)
-        return _held(runs, s), values
+        return held(s.run_id, s.owner, runs), values
 
     fields = {"attempts": AS_IS, "failure_code": AS_IS, "error": AS_IS}
     return Statement({**_HELD, **fields, "retry_in": DurationField()}, build)
@@ -265,7 +260,7 @@ def settle(
 _DEFER = Statement(
     {**_HELD, "delay": DurationField()},
     lambda runs, s: (
-        _held(runs, s),
+        held(s.run_id, s.owner, runs),
         {"next_attempt_at": plus(s.now, s.delay), **_released(s.now)},
     ),
 )
@@ -288,9 +283,8 @@ def hold(run: Run, owner: str) -> bool:
     held run is live, R1) and waits for an operator's ``release``.
     """
     at = now()
-    held = Run.objects.using(alias()).held_by(owner).filter(pk=run.pk)
     return bool(
-        held.update(
+        held(run.pk, owner).update(
             status=RunStatus.HELD,
             failure_code=FailureCode.INTERRUPTED,
             next_attempt_at=None,

@@ -7,10 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from django.db import connections, transaction
 from django.db.models import Model
-from django.db.models import sql as orm
-from django.db.models.constants import OnConflict
 from django.utils import timezone
 
 from django_leasejobs.codec import encode, storable_text
@@ -26,8 +23,7 @@ from django_leasejobs.tracing import carrier
 
 from .base import CHANNEL, alias, conflicts_retried, notifies, now, runs
 from .cancels import free_expired_cancel
-from .compiled import returns_rows
-from .inserts import Insert, Unnest
+from .sql import Insert, Unnest, insert_ignoring, returns_rows
 
 __all__ = [
     "Route",
@@ -279,19 +275,8 @@ def _insert_and_read(
         )
         for row in rows
     ]
-    # MariaDB: the values are checked already, so IGNORE can only skip a taken
-    # key. The INSERT is bulk_create(ignore_conflicts=True)'s own, sent here
-    # only to learn how many rows went in: none, and there is nothing to read.
-    using = alias()
-    query = orm.InsertQuery(Run, on_conflict=OnConflict.IGNORE)
-    query.insert_values(Run._meta.concrete_fields, objects)
-    went_in = 0
-    with connections[using].cursor() as cursor:
-        for sql, params in query.get_compiler(using).as_sql():
-            with transaction.mark_for_rollback_on_error(using=using):
-                cursor.execute(sql, params)
-            went_in += cursor.rowcount
-    if not went_in:
+    # MariaDB: none went in, and there is nothing to read.
+    if not insert_ignoring(alias(), objects):
         return []
     return list(runs().filter(pk__in=[row.id for row in rows]))
 

@@ -6,16 +6,20 @@ makes every ``@task`` a leased, fenced, retried run of the built-in job
 Django 6 ships the framework as ``django.tasks``; on Django 5.2 install
 ``django-leasejobs[tasks]`` for the backport (:mod:`django_leasejobs.compat`).
 
-The path of a task run: :mod:`.backend` (enqueue, get_result) ->
-:mod:`.envelope` (what the run stores) -> :mod:`.execution` (the built-in
-job's pass; :mod:`.failures`, what a failure shows) -> :mod:`.results` (the
-run read back as a ``TaskResult``).
+The path of a task run: :mod:`.backend` (enqueue, get_result; :mod:`.options`,
+what ``OPTIONS`` and ``@task(...)`` set) -> :mod:`.envelope` (what the run
+stores) -> :mod:`.execution` (the built-in job and its pass: :mod:`.calls`,
+the call resolved once per pass; :mod:`.attempts`, the row each pass adds;
+:mod:`.failures`, what a failure shows) -> :mod:`.finished` (``task_finished``
+at the final outcome) -> :mod:`.results` (the run read back as a
+``TaskResult``). :mod:`.aliases` names the ``TASKS`` aliases on this backend.
 """
 
 from __future__ import annotations
 
+from django_leasejobs.exceptions import RedactedError
+
 from .backend import LeaseJobsBackend
-from .failures import RedactedError
 from .options import TASK_JOB, LeaseJobsTask
 
 __all__ = ["TASK_JOB", "LeaseJobsBackend", "LeaseJobsTask", "RedactedError"]

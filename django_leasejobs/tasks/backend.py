@@ -21,7 +21,8 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 
 from django_leasejobs import compat, signals
-from django_leasejobs.ids import new_id
+from django_leasejobs.exceptions import TaskGone
+from django_leasejobs.ids import ID_PATTERN, new_id
 from django_leasejobs.policy import MAX_DELAY
 from django_leasejobs.routing import queue_problem
 from django_leasejobs.states import RunOrigin
@@ -30,8 +31,8 @@ from .options import TASK_JOB, LeaseJobsTask, TaskOptions
 
 __all__ = ["LeaseJobsBackend"]
 
-#: A run id: a ULID's 26 characters of Crockford base32 (:mod:`..ids`).
-RUN_ID = re.compile(r"[0-9A-HJKMNP-TV-Z]{26}")
+#: A run id, as :mod:`~django_leasejobs.ids` mints them.
+RUN_ID = re.compile(ID_PATTERN)
 
 #: ``leasejobs.E100``, in the words ``check()`` and ``enqueue()`` both use.
 NOT_INSTALLED = (
@@ -157,8 +158,7 @@ class LeaseJobsBackend(compat.BaseTaskBackend):
         self._require_app()
         from django_leasejobs.models import Run  # not at the top: see the module docstring
 
-        from .envelope import TaskGone
-        from .execution import read_result
+        from .results import read_result
 
         if not isinstance(result_id, str) or not RUN_ID.fullmatch(result_id):
             raise compat.TaskResultDoesNotExist(result_id)

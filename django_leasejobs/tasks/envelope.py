@@ -20,15 +20,14 @@ from django.utils.module_loading import import_string
 
 from django_leasejobs import compat
 from django_leasejobs.codec import check_queue_safe
+from django_leasejobs.exceptions import TaskGone
 
 if TYPE_CHECKING:
     from django_leasejobs.models import Run
 
+#: ``TaskGone`` too: attempts recorded before it moved to :mod:`~django_leasejobs.exceptions`
+#: name it by this module's path, and their ``TaskError.exception_class`` imports it from here.
 __all__ = ["Envelope", "TaskGone"]
-
-
-class TaskGone(LookupError):
-    """A run's task path no longer imports, or no longer names a task."""
 
 
 @dataclass(frozen=True)
@@ -91,7 +90,8 @@ class Envelope:
     def bound(self, run: Run) -> compat.AnyTask:
         """The enqueued task: imported from its path, with the run's priority and queue.
 
-        Raises :class:`TaskGone` when the path no longer imports or names no task.
+        Raises :class:`~django_leasejobs.exceptions.TaskGone` when the path no longer
+        imports or names no task.
         """
         try:
             found = import_string(self.task)

@@ -12,9 +12,9 @@ URL. Wherever it leaves the worker it says no more than the run's
   and the backport's ``log_task_finished``) logs the exception it finds in
   ``sys.exc_info()`` at ERROR, message, causes and all. It is handed the
   task's own exception only when that shows nothing to hide, so error
-  trackers group it as usual; otherwise a :class:`RedactedError` stands in,
-  with the same frames and ``last_error``'s text, so the receiver still logs
-  an ERROR with a traceback.
+  trackers group it as usual; otherwise a :class:`~django_leasejobs.exceptions.RedactedError`
+  stands in, with the same frames and ``last_error``'s text, so the receiver
+  still logs an ERROR with a traceback.
 """
 
 from __future__ import annotations
@@ -24,12 +24,9 @@ import traceback
 from django_leasejobs.codec import storable_text
 from django_leasejobs.conf import conf
 from django_leasejobs.errors import describe, mask_urls
+from django_leasejobs.exceptions import RedactedError
 
-__all__ = ["RedactedError", "class_path", "for_the_log", "stored_traceback"]
-
-
-class RedactedError(Exception):
-    """A task's exception as its run's ``last_error`` describes it, for the log (SPEC §10)."""
+__all__ = ["class_path", "for_the_log", "stored_traceback"]
 
 
 def class_path(kind: type[BaseException]) -> str:

@@ -9,7 +9,7 @@ them for one task, through :class:`LeaseJobsTask`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
@@ -120,6 +120,19 @@ class TaskOptions:
             else:
                 values["safe_to_repeat"] = options["SAFE_TO_REPEAT"]
         return cls(problems=tuple(problems), **values)
+
+    def for_task(self, task: object) -> TaskOptions:
+        """These options as *task* runs under them: a :class:`LeaseJobsTask`'s own win."""
+        if not isinstance(task, LeaseJobsTask):
+            return self
+        return replace(
+            self,
+            retry=task.retry if isinstance(task.retry, Retry) else self.retry,
+            timeout=task.timeout if isinstance(task.timeout, timedelta) else self.timeout,
+            safe_to_repeat=(
+                task.safe_to_repeat if task.safe_to_repeat is not None else self.safe_to_repeat
+            ),
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

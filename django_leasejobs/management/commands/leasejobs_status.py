@@ -1,6 +1,6 @@
-"""``manage.py leasejobs_status``: the schedules and the live runs, for an operator
-without the admin (S6). What it reports is read by :mod:`django_leasejobs.status`;
-this module parses the arguments and renders the tables.
+"""``manage.py leasejobs_status``: the schedules, the paused queues and the live runs,
+for an operator without the admin (S6, W6). What it reports is read by
+:mod:`django_leasejobs.status`; this module parses the arguments and renders the tables.
 """
 
 from __future__ import annotations
@@ -82,6 +82,13 @@ def _holder(entry: dict[str, Any]) -> str | None:
     return f"{holder} (expired)" if entry["lease_expired"] else holder
 
 
+PAUSED_HEADERS = ("QUEUE", "PAUSED BY", "PAUSED AT", "NOTE")
+
+
+def _paused_queue(entry: dict[str, Any]) -> tuple[Any, ...]:
+    return (entry["queue"], entry["paused_by"], _seconds(entry["paused_at"]), entry["note"])
+
+
 SCHEDULE_HEADERS = ("JOB", "STATE", "SCHEDULE", "RULE", "NEXT DUE", "PAUSED", "LAST RUN", "ENABLED")
 RUN_HEADERS = (
     "ID",
@@ -114,6 +121,9 @@ def render(status: dict[str, Any], cut_at: int | None = None) -> list[str]:
         for entry in status["schedules"]
     ]
     lines += table(SCHEDULE_HEADERS, schedules) if schedules else ["no schedules"]
+    if status.get("paused_queues"):
+        lines += ["", "Paused queues (no worker begins a pass of their runs)"]
+        lines += table(PAUSED_HEADERS, [_paused_queue(entry) for entry in status["paused_queues"]])
     lines += ["", "Live runs (newest first)"]
     runs = [
         (
@@ -171,8 +181,9 @@ class Command(LeaseJobsCommand):
     could_not = "the status could not be read"
     json_help = "Print one JSON object instead of the tables."
     help = (
-        "Show django-leasejobs schedules (with their state), live runs and limited jobs' "
-        "slots and rates, for operators without the admin. Read-only; payloads are never shown."
+        "Show django-leasejobs schedules (with their state), paused queues, live runs and "
+        "limited jobs' slots and rates, for operators without the admin. Read-only; payloads "
+        "are never shown."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:

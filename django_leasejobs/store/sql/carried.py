@@ -4,18 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import connections, transaction
 from django.db.models import Field
 from django.db.models import sql as orm
 
-from django_leasejobs.clock import DatabaseClock, get_clock
+from django_leasejobs.clock import get_clock
+from django_leasejobs.models import Step
 
-from . import prepared
-from .compiled import (
-    Slots,
-    Statement,
-    _Compiled,
-)
+from .compiled import FETCH_ONE, Compiled, execute
+from .slots import Slots
+from .statements import Statement
 
 __all__ = ["Carried"]
 
@@ -33,14 +30,21 @@ class Carried:
     half is the ORM's own compiled SQL (the renewal's :class:`Statement`;
     the record's ``INSERT`` or ``UPDATE``, reading its values from the
     renewal), as ``tests/test_compiled.py`` checks.
+
+    A new step's record is the one place where the text of Django's SQL is
+    taken apart: its ``INSERT ... VALUES (...)`` is split at ``" VALUES ("``
+    and sent as ``INSERT ... SELECT ... FROM renewed``, so that it inserts
+    only where the renewal matched. The test rebuilds the statement the same
+    way from what ``Step.objects.create()`` sends, so a Django whose INSERT
+    text differs fails it rather than sending something else.
     """
 
     def __init__(self, renewal: Statement, fields: dict[str, Field[Any, Any]]) -> None:
         self.renewal = renewal
         self.fields = fields
-        self._cache: dict[tuple[str, type, bool], _Compiled] = {}
+        self._cache: dict[tuple[str, type, bool], Compiled] = {}
 
-    def compiled(self, using: str, *, exists: bool) -> _Compiled:
+    def compiled(self, using: str, *, exists: bool) -> Compiled:
         key = (using, type(get_clock()), exists)
         found = self._cache.get(key)
         if found is None:
@@ -50,13 +54,11 @@ class Carried:
                 f"WITH renewed AS ({renew.sql} RETURNING 1), recorded AS ({record_sql}) "
                 "SELECT count(*) FROM renewed"
             )
-            found = self._cache[key] = _Compiled(sql, (*renew.params, *record_params), ())
+            found = self._cache[key] = Compiled(sql, (*renew.params, *record_params), ())
         return found
 
     def record(self, using: str, *, exists: bool, values: dict[str, Any] | None = None) -> Any:
         """The record as the ORM writes it: a queryset and its update values, or a Step."""
-        from django_leasejobs.models import Step
-
         s = Slots(self.fields, values)
         written = {"result": s.result, "attempts": s.attempts, "last_error": s.error}
         if exists:
@@ -65,8 +67,7 @@ class Carried:
         return Step(run_id=s.run_id, name=s.name, recorded_at=s.now, **written)
 
     def _record(self, using: str, *, exists: bool) -> tuple[str, list[Any]]:
-        from django_leasejobs.models import Step
-
+        """The record's SQL, reading from ``renewed`` (a new step's INSERT cut at VALUES)."""
         record = self.record(using, exists=exists)
         if exists:
             queryset, values = record
@@ -78,20 +79,12 @@ class Carried:
         fields = [f for f in Step._meta.concrete_fields if not f.primary_key]
         insert.insert_values(fields, [record])
         ((sql, params),) = insert.get_compiler(using).as_sql()
+        # Django's own text, cut where its VALUES list starts: the one place its
+        # SQL is taken apart (see the class docstring).
         head, values_list = sql.split(" VALUES (", 1)
         return f"{head} SELECT {values_list.removesuffix(')')} FROM renewed", list(params)
 
     def run(self, using: str, *, exists: bool, **values: Any) -> bool:
         """Renew and record; ``False`` (nothing written) when the lease is gone."""
-        compiled = self.compiled(using, exists=exists)
-        clock = get_clock()
-        if not isinstance(clock, DatabaseClock):
-            values = {**values, "now": clock.now(using)}
-        connection = connections[using]
-        with (
-            prepared.cursor(connection) as cursor,
-            transaction.mark_for_rollback_on_error(using=using),
-        ):
-            cursor.execute(compiled.sql, compiled.bind(values, connection))
-            (renewed,) = cursor.fetchone()
+        (renewed,) = execute(using, self.compiled(using, exists=exists), values, FETCH_ONE)
         return bool(renewed)

@@ -1,0 +1,189 @@
+"""When a run is next due, and why (A7, C5): the run list's "next due" column.
+
+"Running" alone says nothing an operator can act on: a run retrying after
+three failures, one that starts in an hour (``run_after``), one waiting for
+its rate limit and one a worker holds right now all read the same. The
+reason is worked out from the row's own columns, which the list has already
+read, so the column costs no statement per row:
+
+* a lease (``lease_owner``): a pass in flight, a claim not yet begun, or a
+  lease that ran out (due for takeover);
+* ``throttled_by``: the limit its last claim found reached (C2, C3);
+* ``attempts``: consecutive failed passes, so the due time is a back-off (R4);
+* ``admission_misses``: claims that could not begin in time (L5);
+* ``updated_at == started_at``: nothing has touched the run since its start,
+  so a due time ahead is its ``run_after``; otherwise a ``Defer`` (R8);
+* the queue paused (W6), read once per page.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import models
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext
+
+from django_leasejobs.models import PausedQueue, Run
+from django_leasejobs.states import RunStatus, Throttle
+
+from .display import holder_text, unreadable
+from .times import span, time_tag, until_tag
+
+__all__ = ["DueReason", "NextDue", "next_due", "next_due_html", "queue_paused"]
+
+
+class DueReason(models.TextChoices):
+    """Why a run is (or is not) due when it is: what the "next due" column says."""
+
+    DUE_NOW = "due_now", gettext_lazy("due now")  # any worker's next drive takes it
+    RUN_AFTER = "run_after", gettext_lazy("first pass not yet due")  # start(run_after=...)
+    RETRY = "retry", gettext_lazy("retry back-off")  # after failed passes (R4)
+    ADMISSION = "admission", gettext_lazy("claim back-off")  # claims that did not begin (L5)
+    RATE = "rate", gettext_lazy("rate limit")  # throttled until the rate allows (C3)
+    CONCURRENCY = "concurrency", gettext_lazy("waiting for a slot")  # throttled (C2)
+    DEFERRED = "deferred", gettext_lazy("deferred")  # its handler raised Defer (R8)
+    LEASED = "leased", gettext_lazy("running now")  # a pass in flight, until the expiry
+    CLAIMED = "claimed", gettext_lazy("claimed, not begun")  # a claim before BEGIN (L4)
+    LEASE_EXPIRED = "lease_expired", gettext_lazy("lease expired")  # due for takeover (L3)
+    QUEUE_PAUSED = "queue_paused", gettext_lazy("queue paused")  # no pass begins (W6)
+    HELD = "held", gettext_lazy("waiting for an operator")  # release: resume or fail (A4)
+    STOPPING = "stopping", gettext_lazy("cancelled, pass stopping")  # keeps its key (§3)
+    NEVER_DUE = "never_due", gettext_lazy("never due")  # running with no due time (§11)
+    NONE = "none", gettext_lazy("not due")  # finished: no pass to come
+
+
+@dataclass(frozen=True)
+class NextDue:
+    """Why *run* is due when it is, and when (the due time, or the lease's expiry)."""
+
+    reason: DueReason
+    at: datetime | None = None
+
+
+def next_due(run: Run, now: datetime, *, paused: bool = False) -> NextDue:
+    """When *run* is next due and why, read from its columns alone.
+
+    *paused* says whether the run's queue is paused (W6). The checks go in
+    the order the drive decides: a live lease first (its holder moves the
+    due time), then a paused queue, a throttle (which a due time in the
+    past does not lift: the next claim is throttled again until a slot
+    frees), then the due time and what set it.
+    """
+    at = run.next_attempt_at
+    if run.status == RunStatus.HELD:
+        return NextDue(DueReason.HELD)
+    if run.status == RunStatus.CANCELLED and at is not None:
+        return NextDue(DueReason.STOPPING, at)  # only a run cancelled mid-pass keeps one
+    if run.status != RunStatus.RUNNING:
+        return NextDue(DueReason.NONE)
+    if at is None:
+        return NextDue(DueReason.NEVER_DUE)
+    if run.lease_owner:
+        if at <= now:
+            return NextDue(DueReason.LEASE_EXPIRED, at)
+        return NextDue(DueReason.LEASED if run.lease_began_at else DueReason.CLAIMED, at)
+    if paused:
+        return NextDue(DueReason.QUEUE_PAUSED, at)
+    if run.throttled_by == Throttle.RATE:
+        return NextDue(DueReason.RATE, at)
+    if run.throttled_by == Throttle.CONCURRENCY:
+        return NextDue(DueReason.CONCURRENCY, at)
+    if at <= now:
+        return NextDue(DueReason.DUE_NOW, at)
+    if run.attempts:
+        return NextDue(DueReason.RETRY, at)
+    if run.admission_misses:
+        return NextDue(DueReason.ADMISSION, at)
+    if run.updated_at == run.started_at:
+        return NextDue(DueReason.RUN_AFTER, at)
+    return NextDue(DueReason.DEFERRED, at)
+
+
+#: Where a run carries whether its queue is paused: read once for a page of runs.
+PAUSED = "_leasejobs_queue_paused"
+
+
+def queue_paused(run: Run) -> bool:
+    """Whether *run*'s queue is paused: as the page read it, else read now (one run's page)."""
+    cache = vars(run)
+    if PAUSED not in cache:
+        cache[PAUSED] = PausedQueue.objects.filter(queue=run.queue).exists()
+    return bool(cache[PAUSED])
+
+
+def mark_paused(runs: list[Run]) -> None:
+    """Say on each of *runs* whether its queue is paused, in one read for the page."""
+    paused = set(PausedQueue.objects.values_list("queue", flat=True))
+    for run in runs:
+        if unreadable(run) is None:
+            vars(run)[PAUSED] = run.queue in paused
+
+
+def _failed_passes(run: Run) -> str:
+    return ngettext("after %(n)d failed pass", "after %(n)d failed passes", run.attempts) % {
+        "n": run.attempts
+    }
+
+
+def next_due_html(run: Run, now: datetime | None = None) -> SafeString | str:
+    """The "next due" cell of *run*: the reason in words, its time relative to now."""
+    if unreadable(run) is not None:
+        return "—"
+    now = now or timezone.now()
+    due = next_due(run, now, paused=run.status == RunStatus.RUNNING and queue_paused(run))
+    when = time_tag(due.at, now)  # "in 2m"
+    until = until_tag(due.at, now)  # "02:14:05 (in 2m)"
+    reason = due.reason
+    if reason == DueReason.DUE_NOW:
+        late = now - due.at if due.at else None
+        if late is None or late.total_seconds() < 60:
+            text = format_html("{}", _("due now"))
+        else:
+            text = format_html(_("due now, for {}"), span(late))
+    elif reason == DueReason.RETRY:
+        text = format_html(_("retry {} ({}: {})"), when, _failed_passes(run), run.failure_code)
+    elif reason == DueReason.ADMISSION:
+        text = format_html(
+            _("claim again {} ({} claims did not begin)"), when, run.admission_misses
+        )
+    elif reason == DueReason.RUN_AFTER:
+        text = format_html(_("first pass {} (run after)"), when)
+    elif reason == DueReason.DEFERRED:
+        text = format_html(_("deferred, due {}"), when)
+    elif reason == DueReason.RATE:
+        # C5's words: which limit, and until when.
+        text = format_html(_("waiting for its rate limit, until {}"), until)
+    elif reason == DueReason.CONCURRENCY:
+        text = format_html("{}", _("waiting for a free slot of its concurrency limit"))
+    elif reason == DueReason.LEASED:
+        text = format_html(_("running now on {}, lease until {}"), holder_text(run), until)
+    elif reason == DueReason.CLAIMED:
+        text = format_html(_("claimed by {}, not begun; lease until {}"), holder_text(run), until)
+    elif reason == DueReason.LEASE_EXPIRED:
+        text = format_html(_("due now: the lease of {} expired {}"), holder_text(run), when)
+    elif reason == DueReason.QUEUE_PAUSED:
+        text = format_html(_("queue {} is paused: nothing begins until it is resumed"), run.queue)
+    elif reason == DueReason.HELD:
+        text = format_html("{}", _("waiting for an operator (release: resume or fail)"))
+    elif reason == DueReason.STOPPING:
+        text = format_html(_("cancelled; its pass may run until {}"), until)
+    elif reason == DueReason.NEVER_DUE:
+        text = format_html("{}", _("never due: no drive will reach it (cancel it)"))
+    elif run.attempts and run.status == RunStatus.FAILED:
+        text = format_html(
+            "{}",
+            ngettext(
+                "not due: %(n)d failed pass in a row",
+                "not due: %(n)d failed passes in a row",
+                run.attempts,
+            )
+            % {"n": run.attempts},
+        )
+    else:
+        return "—"
+    return format_html('<span class="leasejobs-due leasejobs-due-{}">{}</span>', reason, text)

@@ -1,0 +1,419 @@
+"""The operators' overview (SPEC §16 O4, O5): the work as a whole, on one admin page.
+
+For a chosen window (the last hour, day or week): passes per interval by
+outcome and each job's p50 / p95 pass duration, read from the pass
+statistics (O1, :mod:`django_leasejobs.figures`); each queue's due runs and
+lag with its pause (O5, W6); held, stalled, throttled and overdue counts,
+each a link to the list that shows them; and a per-job table with its last
+failure.
+
+The charts are SVG drawn here, on the server: no script, no chart library,
+no network (O4). A bar is a ``<rect>`` whose geometry is computed below and
+whose colour is a class of ``leasejobs/overview.css`` -- the admin's CSS
+variables for text and lines, outcome colours set for each of its themes --
+so it follows the admin's dark mode, and the ``viewBox`` scales it to a
+phone. Each chart comes with a ``<table>`` of the same numbers, for screen
+readers.
+
+Every figure is a bounded read, so that the page stays within O4's 300 ms
+over a million retained runs and 30 days of statistics
+(``benchmarks/overview_page.py`` measures it): the day and week windows are
+summed per interval by the database (:func:`~django_leasejobs.figures.coarse_window`).
+A statistics row that cannot be read is counted and shown as such, and a
+read the database refuses is reported on the page, never a 500.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.admin.utils import quote
+from django.core.exceptions import PermissionDenied
+from django.db import router, transaction
+from django.http import HttpRequest
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils.dateformat import format as date_format
+from django.utils.http import urlencode
+from django.utils.timezone import is_aware, localtime
+from django.utils.translation import gettext_lazy as _
+
+from django_leasejobs import figures
+from django_leasejobs.clock import get_clock
+from django_leasejobs.conf import conf
+from django_leasejobs.errors import unreadable_reason
+from django_leasejobs.models import Run
+from django_leasejobs.reading import READ_ERRORS
+from django_leasejobs.registry import registry
+
+from .common import page_context
+
+__all__ = ["SPANS", "Span", "bounds", "overview_page", "read_window"]
+
+VIEW = "leasejobs.view_run"
+CHANGE = "leasejobs.change_run"
+#: The most jobs whose last failure one page reads (one bounded read each).
+FAILURES_MAX = 20
+#: The most jobs the duration chart draws (the busiest); the table lists them all.
+CHART_JOBS = 20
+
+
+@dataclass(frozen=True)
+class Span:
+    """A window the overview offers: how long, in intervals of what, labelled how."""
+
+    key: str
+    label: Any
+    length: timedelta
+    step: timedelta
+    per: Any
+    #: How an interval's start is labelled (Django's date format).
+    stamp: str
+
+
+SPANS = {
+    "hour": Span(
+        "hour", _("Last hour"), timedelta(hours=1), timedelta(minutes=1), _("minute"), "H:i"
+    ),
+    "day": Span(
+        "day", _("Last day"), timedelta(days=1), timedelta(minutes=30), _("30 minutes"), "H:i"
+    ),
+    "week": Span(
+        "week", _("Last week"), timedelta(days=7), timedelta(hours=4), _("4 hours"), "D H:i"
+    ),
+}
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def bounds(now: datetime, span: Span) -> tuple[datetime, datetime]:
+    """[since, until) of *span*, ending with the interval *now* is in (on its step's UTC grid)."""
+    epoch = _EPOCH if is_aware(now) else _EPOCH.replace(tzinfo=None)  # USE_TZ = False
+    until = epoch + ((now - epoch) // span.step + 1) * span.step
+    return until - span.length, until
+
+
+def read_window(span: Span, since: datetime, until: datetime) -> figures.Window:
+    """The window's statistics: per minute as stored, or summed per interval by the database."""
+    if span.step == timedelta(minutes=1):
+        return figures.window(since, until, span.step)
+    return figures.coarse_window(since, until, span.step)
+
+
+# -- the charts: geometry in viewBox units; the templates draw it ------------------------------
+
+WIDTH, HEIGHT, LEFT, TOP, BOTTOM = 720, 220, 48, 10, 24
+
+
+def _stamp(moment: datetime, span: Span) -> str:
+    """An interval's start as the page labels it, in the current time zone (if times are aware)."""
+    return date_format(localtime(moment) if is_aware(moment) else moment, span.stamp)
+
+
+def _nice(value: int) -> int:
+    """The smallest of 1, 2, 5 x 10^k at least *value* (an axis's top)."""
+    if value <= 1:
+        return 1
+    power = int(10 ** math.floor(math.log10(value)))
+    return next(m * power for m in (1, 2, 5, 10) if m * power >= value)
+
+
+def passes_chart(win: figures.Window, span: Span) -> dict[str, Any]:
+    """Chart (a): stacked bars of passes per interval by outcome, and its table's rows."""
+    outcomes = win.outcomes
+    count = max(1, round((win.until - win.since) / win.step))
+    starts = [win.since + n * win.step for n in range(count)]
+    totals = [sum(win.series.get(start, {}).values()) for start in starts]
+    top = _nice(max(totals, default=0))
+    plot_w, plot_h = WIDTH - LEFT - 8, HEIGHT - TOP - BOTTOM
+    slot = plot_w / count
+    bars, rows = [], []
+    for n, start in enumerate(starts):
+        counts = win.series.get(start, {})
+        label = _stamp(start, span)
+        base: float = TOP + plot_h
+        for outcome in outcomes:
+            value = counts.get(outcome, 0)
+            if not value:
+                continue
+            height = plot_h * value / top
+            base -= height
+            bars.append(
+                {
+                    "x": round(LEFT + n * slot + slot * 0.1, 2),
+                    "y": round(base, 2),
+                    "width": round(slot * 0.8, 2),
+                    "height": round(max(height, 0.5), 2),
+                    "outcome": outcome,
+                    "count": value,
+                    "label": label,
+                }
+            )
+        if totals[n]:
+            rows.append(
+                {"label": label, "counts": [counts.get(o, 0) for o in outcomes], "total": totals[n]}
+            )
+    every = max(1, count // 6)
+    return {
+        "width": WIDTH,
+        "height": HEIGHT,
+        "bars": bars,
+        "rows": rows,
+        "outcomes": outcomes,
+        "total": sum(totals),
+        "left": LEFT,
+        "right": WIDTH - 8,
+        "label_x": LEFT - 6,
+        "stamp_y": HEIGHT - 6,
+        "ticks": [
+            {"y": round(TOP + plot_h * (1 - share), 2), "label": round(top * share)}
+            for share in (0, 0.5, 1)
+        ],
+        "stamps": [
+            {"x": round(LEFT + n * slot, 2), "label": _stamp(starts[n], span)}
+            for n in range(0, count, every)
+        ],
+    }
+
+
+ROW, LABEL_W = 30, 170
+
+
+def seconds_text(value: float | None) -> str:
+    if value is None:
+        return "—"
+    if value < 1:
+        return f"{value * 1000:.3g} ms"
+    return f"{value:.3g} s" if value < 120 else f"{value / 60:.3g} min"
+
+
+def durations_chart(jobs: list[figures.JobFigures]) -> dict[str, Any]:
+    """Chart (b): each job's p50 and p95 pass duration, on a log scale of seconds."""
+    shown = [job for job in jobs if job.p95 is not None][:CHART_JOBS]
+    values = [v for job in shown for v in (job.p50, job.p95) if v]
+    low = min(1e-3, 10 ** math.floor(math.log10(min(values, default=1e-3))))
+    high = max(1.0, 10 ** math.ceil(math.log10(max(values, default=1.0))))
+    plot_w = WIDTH - LABEL_W - 16
+    decades = math.log10(high) - math.log10(low)
+
+    def x(value: float) -> float:
+        share = (math.log10(max(value, low)) - math.log10(low)) / decades
+        return round(LABEL_W + plot_w * share, 2)
+
+    rows = []
+    for n, job in enumerate(shown):
+        y = TOP + n * ROW
+        name = job.job if len(job.job) <= 24 else job.job[:23] + "…"
+        rows.append(
+            {
+                "job": job.job,
+                "name": name,
+                "y": y,
+                "text_y": y + 15,
+                "p50": {
+                    "y": y + 3,
+                    "width": round(x(job.p50 or low) - LABEL_W, 2),
+                    "value": seconds_text(job.p50),
+                },
+                "p95": {
+                    "y": y + 14,
+                    "width": round(x(job.p95 or low) - LABEL_W, 2),
+                    "value": seconds_text(job.p95),
+                },
+            }
+        )
+    height = TOP + max(1, len(shown)) * ROW + BOTTOM
+    ticks = [10.0**k for k in range(round(math.log10(low)), round(math.log10(high)) + 1)]
+    return {
+        "width": WIDTH,
+        "height": height,
+        "left": LABEL_W,
+        "label_x": LABEL_W - 6,
+        "top": TOP,
+        "rows": rows,
+        "shown": len(shown),
+        "cut": len([job for job in jobs if job.p95 is not None]) > len(shown),
+        "axis_y": height - BOTTOM + 4,
+        "stamp_y": height - 6,
+        "ticks": [{"x": x(t), "label": seconds_text(t)} for t in ticks],
+    }
+
+
+# -- the rest of the page -------------------------------------------------------------------------
+
+
+def _list(model_admin: Any, model: str, **query: str) -> str:
+    url = reverse(f"{model_admin.admin_site.name}:leasejobs_{model}_changelist")
+    return f"{url}?{urlencode(query)}" if query else url
+
+
+def attention_links(
+    model_admin: Any, found: figures.Attention, now: datetime
+) -> list[dict[str, Any]]:
+    """Held, stalled, throttled and overdue: each with the list that shows them (or the nearest)."""
+    shortest = min([figures.stalled_before(spec.name) for spec in registry] + [conf.STALL_AFTER])
+    live_since = (now - shortest).isoformat()
+    running = {"status__exact": "running"}
+    return [
+        {
+            "key": "held",
+            "label": _("Held runs"),
+            "n": found.held,
+            "url": _list(model_admin, "run", status__exact="held"),
+        },
+        {
+            "key": "stalled",
+            "label": _("Stalled runs"),
+            "n": found.stalled,
+            "url": _list(model_admin, "run", **running, started_at__lt=live_since),
+            "hint": _("the list shows running runs started before the shortest stall time"),
+        },
+        {
+            "key": "throttled",
+            "label": _("Throttled runs"),
+            "n": found.throttled,
+            "url": _list(model_admin, "run", **running),
+            "hint": _("the list shows the running runs: each throttled one says so in its status"),
+        },
+        {
+            "key": "overdue",
+            "label": _("Overdue schedules"),
+            "n": found.overdue,
+            "url": _list(model_admin, "schedule", enabled__exact="1"),
+            "hint": _("the list shows the enabled schedules with their state"),
+        },
+    ]
+
+
+def age_text(seconds: float | None) -> str:
+    """How long the oldest due run has waited: "40 s", "12 min", "3.5 h", "2.1 d"."""
+    if seconds is None:
+        return "—"
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds // 60:.0f} min"
+    return f"{seconds / 3600:.1f} h" if seconds < 2 * 86400 else f"{seconds / 86400:.1f} d"
+
+
+def queue_rows(model_admin: Any, found: list[figures.QueueFigures]) -> list[dict[str, Any]]:
+    """Each queue with the list of its running runs and its pause or resume confirmation."""
+    site = model_admin.admin_site.name
+    pause = reverse(f"{site}:leasejobs_pausedqueue_pause")
+    resume = reverse(f"{site}:leasejobs_pausedqueue_resume")
+    return [
+        {
+            "figures": queue,
+            "lag": age_text(queue.oldest_due_seconds),
+            "runs": _list(model_admin, "run", status__exact="running", queue=queue.queue),
+            "pause": f"{pause}?{urlencode({'queue': queue.queue})}",
+            "resume": f"{resume}?{urlencode({'queue': queue.queue})}",
+        }
+        for queue in found
+    ]
+
+
+def job_rows(model_admin: Any, jobs: list[figures.JobFigures]) -> list[dict[str, Any]]:
+    """The per-job table: figures of the window, and the last failure of each job that failed."""
+    failing = {
+        job.job
+        for job in sorted(jobs, key=lambda job: -job.failures)[:FAILURES_MAX]
+        if job.failures
+    }
+    rows = []
+    for job in jobs:
+        failure, reason = None, None
+        if job.job in failing:
+            try:
+                failure = figures.last_failure(job.job)
+            except READ_ERRORS as exc:
+                reason = unreadable_reason(exc)
+        rows.append(
+            {
+                "figures": job,
+                "rate": "—" if job.failure_rate is None else f"{job.failure_rate:.1%}",
+                "p50": seconds_text(job.p50),
+                "p95": seconds_text(job.p95),
+                "runs": _list(model_admin, "run", job=job.job),
+                "failed": _list(model_admin, "run", job=job.job, status__exact="failed"),
+                "failure": failure,
+                "failure_url": None
+                if failure is None
+                else reverse(
+                    f"{model_admin.admin_site.name}:leasejobs_run_change", args=[quote(failure.run)]
+                ),
+                "unreadable": reason,
+            }
+        )
+    return rows
+
+
+def _guarded(
+    model_admin: Any, request: HttpRequest, read: Callable[[], dict[str, Any]]
+) -> dict[str, Any]:
+    """What *read* returns, or nothing and a message saying why the database refused it."""
+    try:
+        # A savepoint: on PostgreSQL a refused read would otherwise end the request's transaction.
+        with transaction.atomic(using=router.db_for_read(Run)):
+            found = read()
+    except READ_ERRORS as exc:
+        model_admin.message_user(
+            request,
+            _("The figures cannot be read: %(reason)s") % {"reason": unreadable_reason(exc)},
+            messages.ERROR,
+        )
+        return {}
+    return found
+
+
+def overview_page(model_admin: Any, request: HttpRequest) -> TemplateResponse:
+    """The overview page, for users with ``leasejobs.view_run`` (403 otherwise).
+
+    Its two halves are read apart, so that statistics the database refuses to
+    sum still leave the queues (and their pause buttons) on the page.
+    """
+    if not request.user.has_perm(VIEW):
+        raise PermissionDenied
+    request.current_app = model_admin.admin_site.name
+    span = SPANS.get(request.GET.get("window", ""), SPANS["hour"])
+    now = get_clock().now(router.db_for_read(Run))
+    since, until = bounds(now, span)
+
+    def current() -> dict[str, Any]:
+        found = figures.attention(now)
+        return {
+            "queues": queue_rows(model_admin, figures.every_queue(now)),
+            "attention": attention_links(model_admin, found, now),
+            "live": found.live,
+        }
+
+    def statistics() -> dict[str, Any]:
+        win = read_window(span, since, until)
+        jobs = sorted(win.jobs.values(), key=lambda job: (-job.passes, job.job))
+        return {
+            "passes": passes_chart(win, span),
+            "durations": durations_chart(jobs),
+            "jobs": job_rows(model_admin, jobs),
+            "unreadable": win.unreadable,
+        }
+
+    return TemplateResponse(
+        request,
+        "admin/leasejobs/overview/overview.html",
+        page_context(
+            model_admin,
+            request,
+            title=_("Lease jobs overview"),
+            span=span,
+            spans=SPANS.values(),
+            since=since,
+            until=until,
+            may_change=request.user.has_perm(CHANGE),
+            **_guarded(model_admin, request, current),
+            **_guarded(model_admin, request, statistics),
+        ),
+    )
