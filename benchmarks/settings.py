@@ -36,6 +36,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     }
 elif DATABASES["default"]["ENGINE"] == "django.db.backends.mysql":
     DATABASES["default"].setdefault("OPTIONS", {})["charset"] = "utf8mb4"
+# drain.py --conn-max-age: Django's default 0 (a new connection per drive, and per pass
+# thread per drive with --concurrency), or "none" for persistent ones, as peer-bench runs.
+_cma = env.str("LEASEJOBS_BENCH_CONN_MAX_AGE", default="0")
+DATABASES["default"]["CONN_MAX_AGE"] = None if _cma == "none" else int(_cma)
 
 # benchmarks/drain.py --prepare and benchmarks/starts.py --prepare (see docs/reference/settings.md).
 LEASEJOBS = {"PREPARE": env.bool("LEASEJOBS_BENCH_PREPARE", default=False)}

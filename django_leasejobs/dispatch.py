@@ -34,6 +34,7 @@ from .pool import Pool
 from .report import DriveReport, Note
 from .states import PassOutcome
 from .stats import aggregate, lost_observers
+from .store.ahead import let_go
 
 if TYPE_CHECKING:
     from .registry import Job
@@ -98,13 +99,21 @@ class Walk:
             return key
         return None
 
-    def take(self, key: DueKey, spec: Job, room: int) -> tuple[Claimed | None, bool]:
+    def peek(self) -> DueKey | None:
+        """The run :meth:`next` would look at first, without taking it."""
+        return self.keys[self.position] if self.position < len(self.keys) else None
+
+    def take(
+        self, key: DueKey, spec: Job, room: int, threads: int = 1
+    ) -> tuple[Claimed | None, bool]:
         """Claim *key*'s run -- with up to *room* runs after it when passes are short (§13).
 
-        Returns the claim (``None``: the pass claims it itself) and whether it
-        was lost to another worker.
+        *threads* passes at once share the wait of the runs claimed ahead
+        (W5). Returns the claim (``None``: the pass claims it itself) and
+        whether it was lost to another worker.
         """
-        most = min(pace.batch(spec), room, self.limit - self.report.attempted - self.in_flight)
+        left = self.limit - self.report.attempted - self.in_flight
+        most = min(pace.batch(spec, threads), room, left)
         return self.claims.turn(key.id, _fresh(self.keys, self.position - 1, spec, most), spec)
 
     def lost(self) -> None:
@@ -189,6 +198,8 @@ class _Ran(NamedTuple):
     #: A database error driving the run, and whether that thread's connection is gone.
     error: DatabaseError | None = None
     lost: bool = False
+    #: The claim made ahead could no longer begin when a thread took it: given back (L2).
+    given_back: bool = False
 
 
 class Dispatcher:
@@ -203,7 +214,9 @@ class Dispatcher:
     """
 
     def __init__(self, concurrency: int) -> None:
-        self.pool = Pool(concurrency)
+        # A backlog of one call per thread: a thread that frees starts the next run
+        # claimed ahead at once, not after the dispatcher's own round trip (§13).
+        self.pool = Pool(concurrency, backlog=concurrency)
         #: Whether the last drive handed any pass to a thread: it did work (W1, W3).
         self.dispatched = False
         #: The passes in flight: their run, and the drive they were started in.
@@ -212,11 +225,12 @@ class Dispatcher:
 
     def drive(self, state: Walk, *, wait: bool) -> None:
         """Hand the snapshot's runs to the pool; with *wait*, until every pass has ended."""
-        self.pool.next_drive()
         self.dispatched = False
         self._collect(state, timeout=0)
         while not state.stop():
-            if not self.pool.free():
+            # Every thread busy: the next run goes to the backlog only if its job's passes
+            # are short (§13: it waits a share of one); else it waits for a thread.
+            if not self.pool.room() or (not self.pool.free() and not self._short(state)):
                 # Claims held for the next runs wait for a thread: given back if that takes
                 # long, as behind a long pass at concurrency 1 (pacing.Keeper, §13).
                 with state.claims.watch():
@@ -231,10 +245,19 @@ class Dispatcher:
             self.finish(state)
         state.finish()
 
+    def _short(self, state: Walk) -> bool:
+        """Whether the next run's job has passes short enough to queue behind the threads."""
+        key = state.peek()
+        return key is not None and pace.batch(state.by_name[key.job], self.pool.size) > 1
+
     def finish(self, state: Walk) -> None:
         """Wait for every pass in flight, counting each in *state*'s report."""
         while self.pool.busy:
             self._collect(state, timeout=WAIT_SLICE)
+
+    def rested(self) -> None:
+        """The worker rested: the pass threads check their connections before their next pass."""
+        self.pool.rested()
 
     def close(self) -> None:
         self.pool.close()
@@ -246,7 +269,7 @@ class Dispatcher:
             # Short passes: claim for the free threads and one more round of them, so a
             # thread that frees finds its next run claimed already (§13: sized to the pool).
             room = self.pool.free() + self.pool.size
-            claimed, lost = state.take(key, spec, room=room)
+            claimed, lost = state.take(key, spec, room=room, threads=self.pool.size)
             if claimed is None and not lost:
                 claimed = claim(key.id, spec, took_over=key.took_over)
                 lost = claimed is None
@@ -273,6 +296,8 @@ class Dispatcher:
                 state.report.errors.append(Note(key.id, describe(done.error)))
                 continue
             ran: _Ran = done.value
+            if ran.given_back:
+                continue  # claimed ahead, its turn came too late to begin: uncharged
             if ran.error is not None:
                 state.failed(key, ran.error, ran.lost)
                 continue
@@ -283,6 +308,10 @@ class Dispatcher:
 
 def _timed(state: Walk, key: DueKey, spec: Job, claimed: Claimed | None) -> _Ran:
     """On a pool thread: drive the run, and say how long it took (for :mod:`.pacing`)."""
+    if claimed is not None and not claimed.countdown.can_begin():
+        # It waited in the backlog past L4's margin: given back uncharged, never a miss (L5).
+        let_go(key.id, claimed.owner)
+        return _Ran([], 0.0, given_back=True)
     started = time.monotonic()
     try:
         outcomes = _drive(state, key, spec, claimed)

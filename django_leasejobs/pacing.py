@@ -67,8 +67,12 @@ class Pace:
         last = self._seconds.get(job)
         self._seconds[job] = seconds if last is None else last + _WEIGHT * (seconds - last)
 
-    def batch(self, spec: Job) -> int:
+    def batch(self, spec: Job, threads: int = 1) -> int:
         """How many of *spec*'s runs to claim at once: 1 until its passes are known short.
+
+        With *threads* passes at once (W5), a run claimed ahead waits for one
+        of them to free: a pass's time divided among the threads, so as many
+        more may wait their turn within :data:`AHEAD_WAIT`.
 
         Always 1 for a limited job (§14): runs claimed ahead would wait for a
         slot or a rate token the claim cannot know it will get.
@@ -77,7 +81,7 @@ class Pace:
         if seconds is None or spec.limit is not None:
             return 1
         wait = min(AHEAD_WAIT, spec.effective_lease / 10).total_seconds()
-        return max(1, min(BATCH_MAX, int(wait / max(seconds, 1e-6))))
+        return max(1, min(BATCH_MAX, int(wait * threads / max(seconds, 1e-6))))
 
     def forget(self) -> None:
         self._seconds.clear()

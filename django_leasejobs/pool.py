@@ -3,9 +3,11 @@
 Django's connections are per thread, so a pass on a pool thread writes on
 that thread's connection -- its BEGIN, its steps, its commit -- and the
 connection is kept from one pass to the next, as a ``--loop`` worker keeps
-its own (§13). Between drives each thread lets go of a connection past
-``CONN_MAX_AGE`` or broken (``close_old_connections``), as the worker does
-for its own between drives; when the pool closes, every thread closes its
+its own (§13). After the worker rested -- never between the back-to-back
+drives of a backlog -- each thread lets go of a connection past
+``CONN_MAX_AGE`` or broken (``close_old_connections``) before its next pass,
+so even with Django's default ``CONN_MAX_AGE = 0`` a draining pool does not
+reconnect every few passes; when the pool closes, every thread closes its
 connections and ends.
 
 The pool runs whatever callable it is given and hands back what it
@@ -42,18 +44,24 @@ class _Call(NamedTuple):
 
 
 class Pool:
-    """*size* threads, started as they are first needed and kept until :meth:`close`."""
+    """*size* threads, started as they are first needed and kept until :meth:`close`.
 
-    def __init__(self, size: int, *, name: str = "leasejobs-pass") -> None:
+    Up to *backlog* more calls may wait for a thread, so that one that frees
+    starts its next call at once rather than after a round trip of the
+    caller's.
+    """
+
+    def __init__(self, size: int, *, backlog: int = 0, name: str = "leasejobs-pass") -> None:
         if size < 1:
             raise ValueError("a pool has at least one thread")
         self.size = size
+        self.backlog = backlog
         self._name = name
         self._calls: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
         self._done: queue.SimpleQueue[Done] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._busy = 0
-        #: Bumped at every drive: a thread then lets go of stale connections first.
+        #: Bumped when the worker rests: a thread then lets go of stale connections first.
         self._generation = 0
 
     @property
@@ -62,19 +70,23 @@ class Pool:
         return self._busy
 
     def free(self) -> int:
-        """How many more calls would start at once."""
-        return self.size - self._busy
+        """How many more calls would start at once: the idle threads."""
+        return max(0, self.size - self._busy)
 
-    def next_drive(self) -> None:
-        """A new drive begins: each thread checks its connection before its next call."""
+    def room(self) -> int:
+        """How many more calls may be submitted: idle threads, then the backlog's places."""
+        return self.size + self.backlog - self._busy
+
+    def rested(self) -> None:
+        """The worker rested: each thread checks its connection before its next call."""
         self._generation += 1
 
     def submit(self, tag: Any, call: Callable[[], Any]) -> None:
         """Run *call* on a free thread; its :class:`Done` comes back from :meth:`wait`."""
-        if self._busy >= self.size:
-            raise RuntimeError("every thread of the pool is busy")
+        if self._busy >= self.size + self.backlog:
+            raise RuntimeError("every thread of the pool is busy, and its backlog full")
         self._busy += 1
-        if len(self._threads) < self._busy:
+        if len(self._threads) < min(self.size, self._busy):
             thread = threading.Thread(
                 target=self._serve, name=f"{self._name}-{len(self._threads) + 1}", daemon=True
             )
@@ -115,7 +127,7 @@ class Pool:
             while (task := self._calls.get()) is not None:
                 if task.generation != generation:
                     generation = task.generation
-                    close_old_connections()  # as the worker does between drives (§13)
+                    close_old_connections()  # as the worker does between its drives (§13)
                 try:
                     done = Done(task.tag, value=task.call())
                 except BaseException as exc:  # handed back, never lost with the thread

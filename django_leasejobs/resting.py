@@ -101,6 +101,8 @@ def drive_for(seconds: float, **options: Any) -> DriveReport:
             if not opened:
                 listener, opened = Listener.open(), True
             _wait_for(listener, wait)
+            if dispatcher is not None:
+                dispatcher.rested()
         if dispatcher is not None:
             combined.merge(driver.finish(dispatcher))
     finally:

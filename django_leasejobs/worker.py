@@ -152,6 +152,8 @@ class Worker:
             self._hear_out()  # what came in meanwhile, the next drive answers
         else:
             self._rest()
+            if self._dispatcher is not None:
+                self._dispatcher.rested()  # stale pass connections go before the next drive
         return report
 
     def _rest(self) -> None:

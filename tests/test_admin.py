@@ -7,9 +7,10 @@ import pytest
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Permission, User
 
-from django_leasejobs import RunStatus, run_due_jobs, start
+from django_leasejobs import RunStatus, start
 from django_leasejobs.models import Run, Schedule
 from tests.factories import RunFactory, StepFactory
+from tests.utils import nightly
 
 pytestmark = pytest.mark.django_db
 
@@ -30,9 +31,7 @@ def staff(client):
 
 @pytest.fixture
 def schedule(define):
-    define("t.admin.nightly", lambda p: p.done(), schedule="0 3 * * *", timezone="Europe/Paris")
-    run_due_jobs(jobs=["t.admin.nightly"])
-    return Schedule.objects.get(job="t.admin.nightly")
+    return nightly(define, "t.admin.nightly")
 
 
 def test_a1_list_shows_status_progress_failure_and_holder(admin_client):

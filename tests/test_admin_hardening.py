@@ -19,10 +19,11 @@ from django.test import RequestFactory
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from django_leasejobs import RunStatus, run_due_jobs, start
+from django_leasejobs import RunStatus, start
 from django_leasejobs.models import Missed, Run, Schedule
 from django_leasejobs.states import MissedAction
 from tests.factories import MissedFactory, RunFactory, ScheduleFactory, StepFactory
+from tests.utils import nightly
 
 pytestmark = pytest.mark.django_db
 
@@ -267,9 +268,7 @@ def test_a3_a_nul_in_a_selected_run_is_refused_without_a_500(admin_client):
 
 @pytest.fixture
 def schedule(define):
-    define("t.hard.nightly", lambda p: p.done(), schedule="0 3 * * *", timezone="Europe/Paris")
-    run_due_jobs(jobs=["t.hard.nightly"])
-    return Schedule.objects.get(job="t.hard.nightly")
+    return nightly(define, "t.hard.nightly")
 
 
 @pytest.mark.parametrize(

@@ -24,22 +24,13 @@ from django_leasejobs import RunStatus, run_due_jobs, start
 from django_leasejobs.models import Run
 from tests.models import Effect, PassLog
 from tests.processes import django_command
-from tests.utils import fresh
+from tests.utils import fresh, until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.concurrency]
 
 JOB = "tests.concurrent"
 WAIT = 60  # seconds: the longest any test here waits for its runs
 COUNTS = ("attempted", "advanced", "completed", "retrying", "failed", "superseded", "held")
-
-
-def _until(predicate, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
 
 
 def _stop(worker, sig=signal.SIGTERM) -> tuple[str, str]:
@@ -162,7 +153,7 @@ def test_w5_n_passes_of_n_runs_overlap_in_one_process():
         start(JOB, {"sleep": 1.5}, instance=f"o{n}")
     worker = django_command("rundueJobs", "--loop", "--concurrency", "4", "--job", JOB)
     try:
-        assert _until(lambda: _live() == 0, 60)
+        assert until(lambda: _live() == 0, 60)
     finally:
         _out, err = _stop(worker)
     assert worker.returncode == 0, err
@@ -177,7 +168,7 @@ def test_w5_a_slow_pass_does_not_hold_back_the_short_runs_behind_it():
     quick = [start(JOB, {"sleep": 0}, instance=f"b{n:02}").run for n in range(20)]
     worker = django_command("rundueJobs", "--loop", "--concurrency", "4", "--job", JOB)
     try:
-        assert _until(lambda: _live() == 0, 60)
+        assert until(lambda: _live() == 0, 60)
     finally:
         _stop(worker)
     slow_pass = PassLog.objects.get(run_id=slow.pk)
@@ -190,7 +181,7 @@ def test_w5_sigterm_lets_the_passes_in_flight_finish_and_begins_none():
     for n in range(8):
         start(JOB, {"sleep": 2}, instance=f"t{n}")
     worker = django_command("rundueJobs", "--loop", "--concurrency", "4", "--job", JOB)
-    assert _until(lambda: PassLog.objects.count() == 4, 60)
+    assert until(lambda: PassLog.objects.count() == 4, 60)
     out, err = _stop(worker)
     assert worker.returncode == 0, err
     logs = list(PassLog.objects.all())

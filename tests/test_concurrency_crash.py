@@ -25,16 +25,9 @@ from tests.test_concurrency import (
     wait_until_settled,
     workers,
 )
+from tests.utils import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.concurrency]
-
-
-def wait_for(condition, what: str, worker) -> None:
-    deadline = time.monotonic() + WAIT
-    while not condition():
-        assert time.monotonic() < deadline, f"gave up waiting for {what}"
-        assert worker.poll() is None, worker.communicate()
-        time.sleep(0.02)
 
 
 def kill(worker) -> int:
@@ -68,7 +61,7 @@ def test_w5_sigkill_mid_drain_loses_no_run_and_repeats_at_most_one_step_per_thre
         return recorded.values("run_id").distinct().count() >= 2
 
     try:
-        wait_for(mid_drain, "four passes in flight, two past their first step", first)
+        wait_for(mid_drain, "four passes in flight, two past their first step", worker=first)
     finally:
         killed_ns = kill(first)
     killed = list(in_flight.values_list("run_id", flat=True))
@@ -126,7 +119,7 @@ def test_w5_l3_a_pass_not_safe_to_repeat_killed_on_a_thread_is_held_not_replayed
     (first,) = workers(1, "--job", job)
     recorded = Step.objects.filter(run_id__in=runs, name="one", result__isnull=False)
     try:
-        wait_for(lambda: recorded.count() == 4, "step one of all four runs", first)
+        wait_for(lambda: recorded.count() == 4, "step one of all four runs", worker=first)
     finally:
         kill(first)
     invoked = Effect.objects.filter(run_id__in=runs, name__startswith="invoked")

@@ -16,18 +16,12 @@ from django_leasejobs.models import Run, Step
 from django_leasejobs.signals import run_held
 from tests.models import Effect
 from tests.processes import python
+from tests.utils import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.concurrency]
 
 WAIT = 60
 JOB = "tests.killed_between_steps"
-
-
-def wait_for(condition, what):
-    deadline = time.monotonic() + WAIT
-    while not condition():
-        assert time.monotonic() < deadline, f"gave up waiting for {what}"
-        time.sleep(0.05)
 
 
 def kill_inside_step_two(job, run):
@@ -56,7 +50,7 @@ def test_r5_a_step_completed_before_the_worker_was_killed_is_not_rerun():
 
     # Its one-second lease expires on the database's clock; then a drive takes over.
     clock = DatabaseClock()
-    wait_for(lambda: Run.objects.due(clock.now_expr()).filter(pk=run.pk).exists(), "expiry")
+    wait_for(lambda: Run.objects.due(clock.now_expr()).filter(pk=run.pk).exists(), "expiry", WAIT)
     report = run_due_jobs(jobs=[JOB])
 
     assert report.completed == 1

@@ -217,7 +217,7 @@ def test_o2_each_pass_the_drive_tallies_is_counted_with_its_duration(counted, dr
 
 @pytest.mark.django_db
 def test_o2_c2_a_throttled_pass_is_counted_as_one(counted, frozen_clock, drive):
-    from tests.test_limits import LIMITED, QUICK, SECOND, hold_slots
+    from tests.limit_helpers import LIMITED, QUICK, SECOND, hold_slots
 
     hold_slots(LIMITED, 2, until=frozen_clock.now() + 2 * SECOND)
     start(LIMITED, QUICK, instance="third")

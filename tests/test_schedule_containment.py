@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
@@ -11,14 +11,11 @@ from django_leasejobs.models import Missed, Run, Schedule
 from django_leasejobs.schedules import MISSED_MAX, fire_due_schedules, state
 from django_leasejobs.states import ScheduleState as State
 from django_leasejobs.worker import Worker
+from tests.utils import at
 
 pytestmark = pytest.mark.django_db
 
 HOURLY = "0 * * * *"
-
-
-def at(hour, minute=0, day=1):
-    return datetime(2026, 3, day, hour, minute, tzinfo=UTC)
 
 
 @pytest.fixture

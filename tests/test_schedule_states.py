@@ -11,12 +11,9 @@ from django_leasejobs.models import Run, Schedule
 from django_leasejobs.schedules import live_runs, state
 from django_leasejobs.signals import job_overdue
 from django_leasejobs.states import ScheduleState as State
+from tests.utils import at
 
 pytestmark = pytest.mark.django_db
-
-
-def at(hour, minute=0, day=1):
-    return datetime(2026, 3, day, hour, minute, tzinfo=UTC)
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import traceback
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -15,15 +15,12 @@ from django_leasejobs.ids import ID_LENGTH, ID_PATTERN, new_id, new_owner
 from django_leasejobs.models import Missed, Run, Schedule, Slot, TaskAttempt
 from django_leasejobs.retention import prune
 from django_leasejobs.states import MissedRule, RunStatus
+from tests.utils import at
 
 WRITER = ("schedules", "store.py")
 #: Retention deletes old ledger rows by key as it deletes old runs (S7): history, not state.
 DELETES = ("retention.py",)
 TABLES = (Schedule._meta.db_table, Missed._meta.db_table)
-
-
-def at(hour, minute=0, day=1):
-    return datetime(2026, 3, day, hour, minute, tzinfo=UTC)
 
 
 class Writes:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from types import SimpleNamespace
 
 import pytest
@@ -12,14 +12,11 @@ from django_leasejobs import RunNowRefused, RunStatus, pause, resume, run_now
 from django_leasejobs.models import Missed, Run, Schedule
 from django_leasejobs.schedules import MISSED_MAX
 from django_leasejobs.signals import schedule_missed
+from tests.utils import at
 
 pytestmark = pytest.mark.django_db
 
 HOURLY = "0 * * * *"
-
-
-def at(hour, minute=0, day=1):
-    return datetime(2026, 3, day, hour, minute, tzinfo=UTC)
 
 
 @pytest.fixture

@@ -29,6 +29,7 @@ from django_leasejobs.tasks import TASK_JOB
 from tests.models import Effect
 from tests.processes import command_env
 from tests.tasks import marked_nap
+from tests.utils import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.concurrency]
 
@@ -90,14 +91,6 @@ def workers(tmp_path):
     for worker in started:  # before the test database is flushed
         if worker.process.poll() is None:
             worker.kill()
-
-
-def wait_for(condition, what, seconds=WAIT):
-    deadline = time.monotonic() + seconds
-    while not (found := condition()):
-        assert time.monotonic() < deadline, f"gave up waiting for {what}"
-        time.sleep(0.05)
-    return found
 
 
 def marks(result) -> list[str]:

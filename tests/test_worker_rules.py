@@ -24,6 +24,7 @@ from django_leasejobs.listener import Listener
 from django_leasejobs.models import Run
 from django_leasejobs.worker import Worker
 from tests.processes import django_command
+from tests.utils import until
 
 WAIT = 30  # seconds: half the --interval of the W2 workers, so only a notification explains a wake
 
@@ -210,12 +211,7 @@ def _stop(worker) -> str:
 
 
 def _wait_done(run, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if Run.objects.get(pk=run.pk).status == RunStatus.DONE:
-            return True
-        time.sleep(0.05)
-    return False
+    return until(lambda: Run.objects.get(pk=run.pk).status == RunStatus.DONE, seconds)
 
 
 @pytest.mark.django_db(transaction=True)
