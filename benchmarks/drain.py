@@ -337,7 +337,7 @@ def worker(job: str, concurrency: int, barrier: Any, results: Any) -> None:
         from django.db import connection
 
         from benchmarks import jobs
-        from django_leasejobs.dispatch import Dispatcher
+        from django_leasejobs.dispatcher import Dispatcher
         from django_leasejobs.driver import finish, run_due_jobs
         from django_leasejobs.models import Run
         from django_leasejobs.states import RunStatus

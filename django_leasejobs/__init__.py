@@ -45,7 +45,8 @@ if TYPE_CHECKING:
         run_now,
     )
     from .passes import Pass, PassResult
-    from .store import StartResult, start, start_many
+    from .starting import start, start_many
+    from .store import StartResult
 
 __version__ = "0.1.0.dev0"
 
@@ -64,8 +65,8 @@ _LAZY = {
     "retry": ".operators",
     "run_now": ".operators",
     "StartResult": ".store",
-    "start": ".store",
-    "start_many": ".store",
+    "start": ".starting",
+    "start_many": ".starting",
 }
 
 __all__ = [

@@ -23,9 +23,9 @@ from .ids import new_owner
 from .leases import TAKEOVER_NOTE, Claimed, Countdown, Lease
 from .outcome import SUPERSEDED, Outcome, Throttled
 from .pacing import pace
-from .passes import PassRecord
 from .states import FailureCode, PassOutcome, RunStatus
 from .store.limits import THROTTLE_WAIT, THROTTLE_WAIT_MIN
+from .verdicts import PassRecord
 
 if TYPE_CHECKING:
     from .models import Run

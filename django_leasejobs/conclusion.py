@@ -23,10 +23,11 @@ from .exceptions import DecodeFailed, Defer, NotQueueSafe, StepFailed
 from .leases import TAKEOVER_NOTE, Lease
 from .models import Run
 from .outcome import SUPERSEDED, Outcome
-from .passes import IDLE_PASSES_WARN, IDLE_WARNING, PassResult, Verdict
+from .passes import IDLE_PASSES_WARN, IDLE_WARNING, PassResult
 from .policy import Retry
-from .schedules.reading import record_outcome
+from .schedules.store import record_outcome
 from .states import FailureCode, PassOutcome, RunStatus
+from .verdicts import Verdict
 
 __all__ = ["Ending", "conclude", "fail", "hold", "send", "settle", "superseded"]
 

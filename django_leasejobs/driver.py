@@ -9,24 +9,23 @@ threads), and does the per-process chores (:mod:`.housekeeping`).
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Iterable
 
-from django.db import DatabaseError, connections, router
+from django.db import connections, router
 from django.db.models import BooleanField, ExpressionWrapper, Q
 from django.db.transaction import TransactionManagementError
 
 from . import schedules, store
 from .clock import get_clock
 from .conf import conf
-from .dispatch import Dispatcher, DueKey, Walk, walk
-from .errors import describe
+from .dispatch import DueKey, Walk, walk
+from .dispatcher import Dispatcher
 from .holder import current_holder, is_gone
 from .housekeeping import chores
-from .limits import Limit
 from .models import Run
 from .querysets import RunQuerySet
 from .registry import Job, registry
+from .rejudging import rejudge_limits
 from .report import DriveReport, Note
 from .routing import queue_problem
 from .store.sql import Select
@@ -147,57 +146,6 @@ def _release_dead_holders(
             report.warnings.append(Note(run_id, note))
 
 
-class Judged:
-    """The limit each job was last driven under in this process (C5).
-
-    A job's limit is code, so it changes with a deploy: a new process. Its
-    first drive re-judges the runs of every job it registers by the limits as
-    they are now (:func:`store.rejudge`), and a later drive only a job whose
-    limit changed since (a test, or code that registers jobs at run time).
-    A job first registered after the first drive was never driven under
-    another limit here: it costs no statement.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._seen: dict[str, Limit | None] | None = None
-
-    def changed(self, specs: list[Job]) -> list[Job]:
-        """The jobs among *specs* to re-judge now; each is then taken as judged."""
-        with self._lock:
-            first = self._seen is None
-            seen = self._seen = {} if self._seen is None else self._seen
-            due = [s for s in specs if first or (s.name in seen and seen[s.name] != s.limit)]
-            seen |= {spec.name: spec.limit for spec in specs}
-            return due
-
-    def forget(self) -> None:
-        with self._lock:
-            self._seen = None
-
-
-judged = Judged()
-
-
-def _rejudge_limits(specs: list[Job], report: DriveReport) -> None:
-    """C5: a looser or removed limit takes effect at this drive, never after the old rule's wait."""
-    due = judged.changed(specs)
-    if not due:
-        return
-    try:
-        unlimited = tuple(spec.name for spec in due if spec.limit is None)
-        moved = store.rejudge(unlimited, None) if unlimited else 0
-        for spec in due:
-            if spec.limit is not None:
-                moved += store.rejudge((spec.name,), spec.limit)
-    except DatabaseError as exc:
-        judged.forget()  # the next drive tries again
-        report.errors.append(Note("", f"limits not re-judged: {describe(exc)}"))
-        return
-    if moved:
-        logger.info("Runs re-judged by their jobs' limits as they are now: %s", moved)
-
-
 def run_due_jobs(
     *,
     limit: int | None = None,
@@ -236,7 +184,7 @@ def run_due_jobs(
         Asked at every step boundary; when it answers ``True`` the pass in
         flight is released there, uncharged (a shutdown past its stop timeout).
     dispatcher:
-        With ``concurrency`` above 1, the :class:`~.dispatch.Dispatcher` (and
+        With ``concurrency`` above 1, the :class:`~.dispatcher.Dispatcher` (and
         its pool of threads) to drive on, kept by a ``--loop`` worker across
         its drives; its passes may still run when this returns. Default: one
         made for this call, which waits for every pass and closes its pool.
@@ -320,5 +268,5 @@ def concurrency_of(concurrency: int | None) -> int:
 
 def _before_snapshot(specs: list[Job], queues: tuple[str, ...] | None, report: DriveReport) -> None:
     """What may make runs due now, done before the snapshot reads them (C5, L9)."""
-    _rejudge_limits(specs, report)
+    rejudge_limits(specs, report)
     _release_dead_holders(specs, queues, conf.SCAN_MAX, report)

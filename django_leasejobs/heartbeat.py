@@ -27,7 +27,7 @@ from django.db import DatabaseError, connections
 from . import store
 from .errors import one_line
 from .leases import Countdown
-from .passes import Verdict
+from .verdicts import Verdict
 
 if TYPE_CHECKING:
     from .leases import Lease

@@ -20,8 +20,8 @@ from .policy import Retry
 if TYPE_CHECKING:
     from .exceptions import UnreadableRow
     from .models import Run
-    from .passes import PassRecord
     from .registry import Job
+    from .verdicts import PassRecord
 
 __all__ = [
     "ADMISSION",

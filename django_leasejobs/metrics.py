@@ -16,13 +16,10 @@ Two registries, for two kinds of scrape:
   the database connections it holds. Counted in memory as the drive tallies
   each pass (:data:`.stats.observers`); a scrape reads no database.
 
-Labels are the job, the queue, the outcome (a fixed vocabulary) and the
-status: a handful of values each, known to the site. Never a run id, an
-instance, a payload or a limit key -- each of those is one series per run,
-which would grow Prometheus's memory with every run ever started.
-
-This module imports ``prometheus_client``: import it only once that is known
-to be installed (the view and the command check first).
+Labels are the job, the queue, the outcome and the status: a handful of
+values each. Never a run id, an instance, a payload or a limit key -- one
+series per run would grow Prometheus's memory with every run ever started.
+Import this module only once ``prometheus_client`` is known to be there.
 """
 
 from __future__ import annotations

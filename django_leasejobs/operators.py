@@ -103,7 +103,7 @@ def retry(run_id: str, by: str | None = None) -> StartResult:
     logger.info("Run retried id=%s by=%s", run_id, by or "-")
     return store.start_as(
         RunOrigin.RETRY,
-        run.job,
+        get_job(run.job),
         payload.value,
         instance=run.instance,
         queue=run.queue,

@@ -87,6 +87,10 @@ class RunQuerySet(models.QuerySet["Run"]):
         """
         return self.filter(status=RunStatus.RUNNING, lease_owner__isnull=True)
 
+    def throttled(self) -> RunQuerySet:
+        """Waiting runs whose last claim found their job's limit reached (C2, C3, C5)."""
+        return self.waiting().exclude(throttled_by="")
+
     def unpaused(self) -> RunQuerySet:
         """Runs of queues no operator has paused (W6).
 

@@ -17,7 +17,7 @@ from django.db.models import Max, Min
 
 from . import driver
 from .clock import get_clock
-from .dispatch import Dispatcher
+from .dispatcher import Dispatcher
 from .listener import Listener
 from .models import Run
 from .report import DriveReport

@@ -27,7 +27,7 @@ from typing import Any
 
 from django.db import DatabaseError, close_old_connections, reset_queries
 
-from .dispatch import Dispatcher
+from .dispatcher import Dispatcher
 from .driver import DriveReport, concurrency_of, finish, run_due_jobs
 from .errors import describe, one_line
 from .listener import Listener

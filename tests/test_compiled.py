@@ -1,7 +1,7 @@
 """SPEC §13: a compiled statement sends exactly what ``QuerySet.update()`` would send.
 
 Each hot statement of the store is compiled once and bound per call
-(``store/compiled.py``). These tests run every shape both ways on the
+(``store/sql/``). These tests run every shape both ways on the
 database under test -- once as the compiled statement, once as the
 ``QuerySet.update()`` (or ``bulk_create()``) it stands for, with the same
 values -- and compare the SQL each sent, parameters interpolated, as the

@@ -12,11 +12,16 @@ placeholders that say why, a parameter holding a NUL (which PostgreSQL
 refuses in text) is an invalid lookup, and an action on a job this process
 does not register is refused with a warning.
 
-* :mod:`.runs` and :mod:`.run_actions` -- the run pages and their actions;
-  :mod:`.run_deletes` -- deleting finished runs, never a live one (A7);
+* :mod:`.runs` -- the run list and page; :mod:`.run_fields` and
+  :mod:`.run_columns` -- their fields and columns; :mod:`.next_due` -- when a
+  live run is next due, and why; :mod:`.folds` -- long values folded;
+  :mod:`.run_actions` and :mod:`.run_page` -- the list's actions and the
+  page's buttons (A3, A7); :mod:`.run_deletes` -- deleting finished runs,
+  never a live one (A7);
 * :mod:`.tasks` -- what the run pages show of a Django task's run (SPEC §9);
-* :mod:`.schedules` -- the schedule pages, their actions, the missed ledger;
-* :mod:`.overview` -- the operators' overview (O4), and :mod:`.queues` -- the paused
+* :mod:`.schedules` and :mod:`.schedule_actions` -- the schedule pages, their
+  actions, the missed ledger; :mod:`.times` -- times with their zones;
+* :mod:`.overview` and :mod:`.charts` -- the operators' overview (O4), and :mod:`.queues` -- the paused
   queues and their pause and resume (W6, O5), which also serves the overview's URL;
 * :mod:`.common` -- what they share; :mod:`.display` -- how values are shown;
   :mod:`.reading` -- rows that cannot be read back.

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
 
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
+from django_leasejobs.errors import READ_ERRORS
 from django_leasejobs.ids import ID_PATTERN
 from django_leasejobs.models import Run
-from django_leasejobs.reading import READ_ERRORS
+from django_leasejobs.querysets import RunQuerySet
 from django_leasejobs.registry import registry
-from django_leasejobs.states import RunStatus
 from django_leasejobs.tasks.aliases import our_aliases
 from django_leasejobs.tasks.options import TASK_JOB
 
@@ -54,7 +54,22 @@ class HeldFilter(admin.SimpleListFilter):
         return [("yes", _("Held runs (%(count)d)") % {"count": held_count(request)})]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Run]) -> QuerySet[Run]:
-        return queryset.filter(status=RunStatus.HELD) if self.value() == "yes" else queryset
+        return cast(RunQuerySet, queryset).held() if self.value() == "yes" else queryset
+
+
+class ThrottledFilter(admin.SimpleListFilter):
+    """Runs waiting for their job's limit (C5): what the overview's "throttled" links to."""
+
+    title = _("waiting for its limit")
+    parameter_name = "throttled"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("yes", str(_("Throttled runs")))]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Run]) -> QuerySet[Run]:
+        if self.value() != "yes":
+            return queryset
+        return cast(RunQuerySet, queryset).throttled()
 
 
 class JobFilter(admin.SimpleListFilter):

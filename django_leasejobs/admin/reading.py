@@ -14,9 +14,9 @@ from django.db.models import QuerySet
 
 from django_leasejobs import reading
 from django_leasejobs.codec import decode
-from django_leasejobs.errors import unreadable_reason
+from django_leasejobs.errors import READ_ERRORS, unreadable_reason
 from django_leasejobs.models import Run
-from django_leasejobs.reading import READ_ERRORS, Unreadable
+from django_leasejobs.reading import Unreadable
 
 from .display import json_block, pre, unreadable
 

@@ -16,15 +16,11 @@ from django.contrib.admin.views.main import ChangeList
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
-from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from django_leasejobs.errors import unreadable_reason
+from django_leasejobs.errors import READ_ERRORS, unreadable_reason
 from django_leasejobs.models import Run, Step
-from django_leasejobs.passes import IDLE_PASSES_WARN, IDLE_WARNING
-from django_leasejobs.reading import READ_ERRORS
-from django_leasejobs.states import FailureCode, RunStatus
 
 from .common import (
     GuardedActionsMixin,
@@ -34,23 +30,23 @@ from .common import (
     page_context,
 )
 from .display import (
-    OTHER,
-    RUN_COLOURS,
-    UNREADABLE,
     CappedCountPaginator,
-    duration,
     json_block,
-    lease_text,
-    pre,
-    progress,
-    status_badge,
 )
-from .filters import RUN_ID, HeldFilter, JobFilter, QueueFilter, TaskFilter, held_count
-from .limits import limit_text
+from .filters import (
+    RUN_ID,
+    HeldFilter,
+    JobFilter,
+    QueueFilter,
+    TaskFilter,
+    ThrottledFilter,
+    held_count,
+)
 from .next_due import mark_paused
 from .reading import placeholder, read_columns, read_robustly, unreadable
 from .run_columns import RunColumns
 from .run_deletes import RunDeletes
+from .run_fields import RunFields
 from .run_page import RunPage
 from .tasks import (
     TASK_FIELDS,
@@ -58,7 +54,6 @@ from .tasks import (
     is_task_run,
     task_fieldset,
     task_search,
-    what,
 )
 
 UNLISTED = ("payload", "cursor", "rerun_payload", "result", "last_error")
@@ -104,7 +99,9 @@ class StepInline(ReadOnlyMixin, StepTabularInline):
 
 
 @admin.register(Run)
-class RunAdmin(GuardedActionsMixin, ReadOnlyMixin, TaskSection, RunColumns, RunDeletes, RunPage):
+class RunAdmin(
+    GuardedActionsMixin, ReadOnlyMixin, TaskSection, RunColumns, RunFields, RunDeletes, RunPage
+):
     # Nine columns that fit 1 400 px (A7): attempts and the lease are said by "next due"
     # while they matter, the four times are one column.
     list_display = (
@@ -120,6 +117,7 @@ class RunAdmin(GuardedActionsMixin, ReadOnlyMixin, TaskSection, RunColumns, RunD
     )
     list_filter = (
         HeldFilter,
+        ThrottledFilter,
         "status",
         JobFilter,
         TaskFilter,
@@ -300,69 +298,3 @@ class RunAdmin(GuardedActionsMixin, ReadOnlyMixin, TaskSection, RunColumns, RunD
                 messages.WARNING,
             )
         return super().changelist_view(request, extra_context)
-
-    @admin.display(description=_("job"), ordering="job")
-    def what_display(self, run: Run) -> str:
-        return what(run)
-
-    @admin.display(description=_("status"), ordering="status")
-    def status_display(self, run: Run) -> str:
-        reason = unreadable(run)
-        if reason is not None:
-            return format_html(
-                '<span class="leasejobs-unreadable">{} {}</span>',
-                status_badge(UNREADABLE, str(_("cannot be read"))),
-                reason,
-            )
-        badge = status_badge(RUN_COLOURS.get(run.status, OTHER), run.get_status_display())
-        if run.status == RunStatus.RUNNING and run.idle_passes >= IDLE_PASSES_WARN:
-            # R3 keeps the run going: say why it may never end (issue 18).
-            idle = IDLE_WARNING.format(passes=run.idle_passes)
-            return format_html(
-                '{} <span class="leasejobs-idle" style="color:#92400e">{}</span>', badge, idle
-            )
-        return badge
-
-    @admin.display(description=_("limit"))
-    def limit_display(self, run: Run) -> str:
-        return limit_text(run)
-
-    @admin.display(description=_("progress"))
-    def progress_display(self, run: Run) -> str:
-        return progress(run)
-
-    @admin.display(description=_("failure"), ordering="failure_code")
-    def failure_display(self, run: Run) -> str:
-        return run.failure_code or "—"
-
-    @admin.display(description=_("what it means"))
-    def failure_meaning(self, run: Run) -> str:
-        return FailureCode(run.failure_code).meaning if run.failure_code else "—"
-
-    @admin.display(description=_("last error"))
-    def last_error_display(self, run: Run) -> str:
-        return pre(run.last_error) if run.last_error else "—"
-
-    @admin.display(description=_("payload"))
-    def payload_display(self, run: Run) -> str:
-        return json_block(run.decoded_payload())
-
-    @admin.display(description=_("cursor"))
-    def cursor_display(self, run: Run) -> str:
-        return json_block(run.decoded_cursor(), empty=_("no pass has committed yet"))
-
-    @admin.display(description=_("counters"))
-    def counters_display(self, run: Run) -> str:
-        return json_block(run.decoded_counters())
-
-    @admin.display(description=_("result"))
-    def result_display(self, run: Run) -> str:
-        return json_block(run.decoded_result(), empty=_("none"))
-
-    @admin.display(description=_("duration"))
-    def duration_display(self, run: Run) -> str:
-        return duration(run.started_at, run.ended_at)
-
-    @admin.display(description=_("lease"))
-    def lease_display(self, run: Run) -> str:
-        return lease_text(run)

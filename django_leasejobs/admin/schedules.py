@@ -11,24 +11,20 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.contrib.admin.utils import quote
 from django.contrib.admin.views.main import ChangeList
 from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
-from django.http import HttpRequest, HttpResponse
-from django.template.response import TemplateResponse
+from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
-from django_leasejobs import operators, schedules
+from django_leasejobs import schedules
 from django_leasejobs.clock import get_clock, plus
-from django_leasejobs.errors import unreadable_reason
-from django_leasejobs.exceptions import JobNotRegistered, RunNowRefused
+from django_leasejobs.errors import READ_ERRORS, unreadable_reason
 from django_leasejobs.models import Missed, Run, Schedule
-from django_leasejobs.reading import READ_ERRORS
-from django_leasejobs.registry import get_job
 from django_leasejobs.schedules.base import schedule_db
 from django_leasejobs.states import ScheduleState
 
@@ -37,12 +33,7 @@ from .common import (
     MissedModelAdmin,
     ReadOnlyMixin,
     SafeChangeList,
-    ScheduleModelAdmin,
-    actor,
     cannot_be_read,
-    not_registered,
-    page_context,
-    report_outcome,
 )
 from .display import (
     OTHER,
@@ -54,6 +45,7 @@ from .display import (
     table,
 )
 from .reading import placeholder, read_robustly, unreadable
+from .schedule_actions import ScheduleActions
 from .times import recorded, zoned
 
 LIVE = "_leasejobs_live"
@@ -94,7 +86,7 @@ class ScheduleChangeList(SafeChangeList):
 
 
 @admin.register(Schedule)
-class ScheduleAdmin(GuardedActionsMixin, ReadOnlyMixin, ScheduleModelAdmin):
+class ScheduleAdmin(GuardedActionsMixin, ReadOnlyMixin, ScheduleActions):
     list_display = (
         "job",
         "cron_display",
@@ -243,79 +235,6 @@ class ScheduleAdmin(GuardedActionsMixin, ReadOnlyMixin, ScheduleModelAdmin):
                 for m in ledger
             ],
         )
-
-    def has_pause_permission(self, request: HttpRequest) -> bool:
-        return request.user.has_perm("leasejobs.pause_schedule")
-
-    def has_run_now_permission(self, request: HttpRequest) -> bool:
-        return request.user.has_perm("leasejobs.run_schedule_now")
-
-    @admin.action(description=_("Pause selected schedules…"), permissions=["pause"])
-    def pause_schedules(
-        self, request: HttpRequest, queryset: QuerySet[Schedule]
-    ) -> HttpResponse | None:
-        if "apply" not in request.POST:  # ask for the note first (S4)
-            return TemplateResponse(
-                request,
-                "admin/leasejobs/schedule/pause.html",
-                page_context(
-                    self,
-                    request,
-                    schedules=queryset,
-                    note_max=operators.NOTE_MAX,
-                    title=_("Pause schedules"),
-                ),
-            )
-        note = request.POST.get("note", "")[: operators.NOTE_MAX]
-        done = asked = 0
-        for row in queryset:
-            try:
-                # Refused as resume and run now are: this admin could not undo the pause.
-                get_job(row.job)
-            except JobNotRegistered:
-                not_registered(self, request, row.job)
-                continue
-            asked += 1
-            if operators.pause(row.job, actor(request), note).done:
-                done += 1
-                self.log_change(request, row, f"Paused: {note}" if note else "Paused")
-        if asked:
-            report_outcome(
-                self, request, done=done, asked=asked, verb=_("paused"), why=_("already paused")
-            )
-        return None
-
-    @admin.action(description=_("Resume selected schedules"), permissions=["pause"])
-    def resume_schedules(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
-        done = asked = 0
-        for row in queryset:
-            try:
-                result = operators.resume(row.job, actor(request))
-            except JobNotRegistered:  # refused before anything was written
-                not_registered(self, request, row.job)
-                continue
-            asked += 1
-            if result.done:
-                done += 1
-                self.log_change(request, row, f"Resumed ({result.missed} missed due times)")
-        if asked:
-            report_outcome(
-                self, request, done=done, asked=asked, verb=_("resumed"), why=_("not paused")
-            )
-
-    @admin.action(description=_("Run now"), permissions=["run_now"])
-    def run_now(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
-        for row in queryset:
-            try:
-                result = operators.run_now(row.job, actor(request))
-            except RunNowRefused as refused:
-                self.message_user(request, f"{row.job}: {refused}", messages.WARNING)
-                continue
-            except JobNotRegistered:
-                not_registered(self, request, row.job)
-                continue
-            self.log_change(request, row, f"Run now: run {result.run.pk}")
-            self.message_user(request, f"{row.job}: started run {result.run.pk}", messages.SUCCESS)
 
 
 @admin.register(Missed)

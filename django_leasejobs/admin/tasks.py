@@ -26,10 +26,9 @@ from django.utils.translation import gettext_lazy as _
 
 from django_leasejobs import compat
 from django_leasejobs.codec import Decoded
-from django_leasejobs.errors import unreadable_reason
+from django_leasejobs.errors import READ_ERRORS, unreadable_reason
 from django_leasejobs.exceptions import TaskGone
 from django_leasejobs.models import Run, TaskAttempt
-from django_leasejobs.reading import READ_ERRORS
 from django_leasejobs.states import RunStatus
 from django_leasejobs.tasks.envelope import Envelope
 from django_leasejobs.tasks.options import TASK_JOB

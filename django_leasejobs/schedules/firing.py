@@ -18,7 +18,7 @@ from django.db import transaction
 from django_leasejobs import cron, signals
 from django_leasejobs.conf import conf
 from django_leasejobs.models import Missed, Run, Schedule
-from django_leasejobs.registry import registry
+from django_leasejobs.registry import get_job, registry
 from django_leasejobs.states import MissedAction, MissedCause, MissedRule, RunOrigin
 from django_leasejobs.store import StartResult, start_as
 from django_leasejobs.times import iso
@@ -141,7 +141,7 @@ def _start_for(job: str, window: Window) -> StartResult:
     }
     # A run still live from an earlier due time is joined with again=True:
     # overlapping firings collapse into one follow-up (S2).
-    return start_as(RunOrigin.SCHEDULE, job, payload, again=True)
+    return start_as(RunOrigin.SCHEDULE, get_job(job), payload, again=True)
 
 
 def cause_of(row: Schedule, moment: datetime) -> MissedCause:

@@ -15,9 +15,8 @@ from django_leasejobs.states import RunStatus, ScheduleState
 from .base import schedule_db, zone_of
 
 # Re-exported while conclusion.py imports it from here; it belongs to .store.
-from .store import record_outcome
 
-__all__ = ["live_runs", "orphaned", "period", "problem", "record_outcome", "state"]
+__all__ = ["live_runs", "orphaned", "period", "problem", "state"]
 
 
 def period(row: Schedule) -> timedelta:

@@ -11,8 +11,8 @@ every write a pass makes after it began is fenced by
 
 The verbs, in the order a run meets them:
 
-* :mod:`.starts` -- :func:`start` (and :func:`start_as`, for each origin);
-  :mod:`.batches` -- :func:`start_many`;
+* :mod:`.starts` -- :func:`start_as` (a run of a job already found, for each
+  origin: ``django_leasejobs.start()`` finds it); :mod:`.batches` -- :func:`start_many`;
 * :mod:`.claims` -- :func:`take` (:func:`claim` and the read-back, one
   statement where the backend returns rows), :func:`begin`, or :func:`miss`;
   :func:`release_dead_holder` (L9); :mod:`.limits` -- :func:`begin_limited`,
@@ -56,7 +56,7 @@ from .deletes import delete_finished, free_of_key, holding_key
 from .limits import Admission, begin_limited, hold_back, rejudge, throttle
 from .outcomes import commit, defer, hold, record_step, renew, settle
 from .queues import pause_queue, paused_queues, resume_queue
-from .starts import StartResult, check_key, start, start_as
+from .starts import StartResult, check_key, start_as
 
 __all__ = [
     "ADMISSION",
@@ -90,7 +90,6 @@ __all__ = [
     "renew",
     "resume_queue",
     "settle",
-    "start",
     "start_as",
     "start_many",
     "stop_cancelled",

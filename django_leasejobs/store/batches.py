@@ -11,16 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import connections
 
 from django_leasejobs.codec import encode
-from django_leasejobs.exceptions import LeaseJobsError
+from django_leasejobs.exceptions import StartContended
 from django_leasejobs.ids import new_id
 from django_leasejobs.models import INSTANCE_LENGTH, Run
 from django_leasejobs.querysets import live_key
-from django_leasejobs.registry import Job, get_job
 from django_leasejobs.states import LIVE_STATUSES, RunOrigin
 
 from .base import alias, conflicts_retried, runs
@@ -36,6 +35,9 @@ from .starts import (
     routed,
 )
 
+if TYPE_CHECKING:
+    from django_leasejobs.registry import Job
+
 __all__ = ["CHUNK_MAX", "start_many"]
 
 #: The most runs one INSERT of a batch carries: a bound on one statement's size
@@ -46,39 +48,12 @@ CHUNK_MAX = 10_000
 
 @conflicts_retried
 def start_many(
-    job: str | Job, items: Iterable[tuple[str, Any]], *, run_after: datetime | None = None
+    spec: Job, items: Iterable[tuple[str, Any]], *, run_after: datetime | None = None
 ) -> list[StartResult]:
-    """Start or join one run per ``(instance, payload)`` item, as :func:`start` would each.
+    """Start or join one run of *spec* per ``(instance, payload)`` item (``start_many()``).
 
-    Every payload is checked before anything is written, and each chunk of
-    the batch is a constant number of statements (on PostgreSQL one of them
-    notifies idle workers, W2). Like :func:`start`, it writes inside the
-    caller's transaction.
-
-    Parameters
-    ----------
-    job:
-        A registered job, or its name.
-    items:
-        ``(instance, payload)`` pairs. An instance repeated within the batch
-        joins the run its first item started.
-    run_after:
-        As for :func:`start`: the new runs are first due then, never earlier.
-
-    Returns
-    -------
-    list[StartResult]
-        One per item, in the items' order.
-
-    Raises
-    ------
-    JobNotRegistered, NotQueueSafe, InvalidKey, ValueError
-        As :func:`start` would for one item, naming the item by its 0-based
-        index (``items.3.payload.x``); nothing is written for any item.
-    TypeError
-        An item is not an ``(instance, payload)`` pair; nothing is written.
+    What ``start_many()`` does once it has found the job.
     """
-    spec = get_job(job)
     if not spec.coalesce:
         raise ValueError(f"runs of {spec.name!r} are each their own: start them one by one")
     check_run_after(run_after)
@@ -132,7 +107,7 @@ def _start_chunk(spec: Job, chunk: list[Row], run_after: datetime | None) -> dic
         chunk = [row._replace(id=new_id()) for row in chunk if row.instance not in found]
         if not chunk:
             return found
-    raise LeaseJobsError(
+    raise StartContended(
         f"could not start or join {len(chunk)} runs of {spec.name!r}: keys kept flipping"
     )
 

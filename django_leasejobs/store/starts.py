@@ -1,22 +1,21 @@
-"""Starting runs: ``start()`` and the run-creating it shares with every origin (SPEC R1, R2)."""
+"""Starting runs: the run-creating every origin shares, once its job is found (SPEC R1, R2)."""
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from django.db.models import Model
 from django.utils import timezone
 
 from django_leasejobs.codec import encode, storable_text
-from django_leasejobs.exceptions import InvalidKey, LeaseJobsError
+from django_leasejobs.exceptions import InvalidKey, StartContended
 from django_leasejobs.ids import new_id
 from django_leasejobs.models import INSTANCE_LENGTH, Run
 from django_leasejobs.policy import MAX_DELAY
 from django_leasejobs.querysets import live_key
-from django_leasejobs.registry import Job, get_job
 from django_leasejobs.routing import priority_problem, queue_problem
 from django_leasejobs.states import LIVE_STATUSES, RunOrigin, RunStatus
 from django_leasejobs.tracing import carrier
@@ -24,6 +23,9 @@ from django_leasejobs.tracing import carrier
 from .base import CHANNEL, alias, conflicts_retried, notifies, now, runs
 from .cancels import free_expired_cancel
 from .sql import Insert, Unnest, insert_ignoring, returns_rows
+
+if TYPE_CHECKING:
+    from django_leasejobs.registry import Job
 
 __all__ = [
     "Route",
@@ -35,7 +37,6 @@ __all__ = [
     "join",
     "limit_key_of",
     "routed",
-    "start",
     "start_as",
 ]
 
@@ -49,90 +50,16 @@ START_ROUNDS = 10
 
 @dataclass(frozen=True)
 class StartResult:
-    """What :func:`start` did: the run, and whether it was already live."""
+    """What a start did: the run, and whether it was already live (R1)."""
 
     run: Run
     joined: bool
 
 
-def start(
-    job: str | Job,
-    payload: Any = None,
-    *,
-    instance: str = "default",
-    again: bool = False,
-    run_after: datetime | None = None,
-    queue: str | None = None,
-    priority: int | None = None,
-) -> StartResult:
-    """Start a run of *job*, or join the live one (SPEC R1).
-
-    ``start()`` writes on the caller's connection inside the caller's
-    transaction: a rollback undoes it, and no worker sees the run before the
-    caller commits.
-
-    Parameters
-    ----------
-    job:
-        A registered job, or its name.
-    payload:
-        The run's input: JSON values only (R2), checked before anything is
-        written.
-    instance:
-        What is being worked on; at most one live run per (job, instance).
-    again:
-        When joining, ask for one more run after the live one completes, with
-        this call's payload (the "kick"). Any number of such joins collapse
-        into one follow-up.
-    run_after:
-        An aware datetime: a new run is first due then, never earlier. At
-        most ten years ahead. A join ignores it.
-    queue, priority:
-        Override the job's own (``@job(queue=..., priority=...)``) for a new
-        run: which workers take it (W4), and its turn among due runs (D7). A
-        join ignores them: the live run keeps its own.
-
-    Returns
-    -------
-    StartResult
-        ``joined=False`` with the new run, or ``joined=True`` with the live run
-        as it stands (its cursor, counters and start time unchanged). A run
-        cancelled while its pass is still in flight keeps its key until that
-        pass stops (SPEC §3 ``cancel``): a start meanwhile joins it as a kick,
-        and its follow-up starts once the pass has stopped.
-
-    Raises
-    ------
-    JobNotRegistered
-        *job* is not registered in this process; nothing is written.
-    NotQueueSafe
-        The payload holds something JSON would not return unchanged; the
-        error names its path and nothing is written.
-    InvalidKey
-        *instance* is not a non-empty str of at most 200 storable characters
-        (a ``ValueError``); nothing is written.
-    ValueError
-        *run_after* is naive, not a datetime, or more than ten years ahead;
-        *priority* is not an int from -100 to 100; *queue* is not a non-empty
-        str of at most 100 characters. Nothing is written.
-
-    """
-    return start_as(
-        RunOrigin.API,
-        job,
-        payload,
-        instance=instance,
-        again=again,
-        run_after=run_after,
-        queue=queue,
-        priority=priority,
-    )
-
-
 @conflicts_retried
 def start_as(
     origin: RunOrigin,
-    job: str | Job,
+    spec: Job,
     payload: Any = None,
     *,
     instance: str = "default",
@@ -141,8 +68,11 @@ def start_as(
     queue: str | None = None,
     priority: int | None = None,
 ) -> StartResult:
-    """:func:`start`, recording how the run began (``origin``, SPEC §2)."""
-    spec = get_job(job)
+    """Start a run of *spec*, or join the live one (R1), recording how it began (``origin``, §2).
+
+    What :func:`django_leasejobs.start` does once it has found the job; the
+    schedules, the operators and a job's own ``start()`` call it with theirs.
+    """
     check_key("instance", instance, INSTANCE_LENGTH)
     check_run_after(run_after)
     route = routed(spec, queue, priority)
@@ -164,7 +94,7 @@ def start_as(
         if joined is not None:
             return StartResult(joined, joined=True)
         # The live run finished between our insert and our read: insert again.
-    raise LeaseJobsError(
+    raise StartContended(
         f"could not start or join a run of {spec.name!r} [{instance}]: "
         f"the insert kept conflicting and no live run was found"
     )

@@ -14,8 +14,8 @@ from datetime import timedelta
 from typing import Any
 
 from django_leasejobs import compat
+from django_leasejobs.job_checks import MIN_LEASE
 from django_leasejobs.policy import MAX_DELAY, Retry
-from django_leasejobs.registry import MIN_LEASE
 
 __all__ = [
     "BACKEND_PATH",

@@ -1,0 +1,105 @@
+"""The run page's fields: a run's columns as an operator reads them (SPEC A1, A2, A6).
+
+Each is an ``@admin.display`` of :class:`~.runs.RunAdmin`; every one is
+read-only and HTML-escaped, and a value that does not decode shows its raw
+text and why (A2).
+"""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.utils.html import format_html
+from django.utils.translation import gettext_lazy as _
+
+from django_leasejobs.models import Run
+from django_leasejobs.passes import IDLE_PASSES_WARN, IDLE_WARNING
+from django_leasejobs.states import FailureCode, RunStatus
+
+from .display import (
+    OTHER,
+    RUN_COLOURS,
+    UNREADABLE,
+    duration,
+    json_block,
+    lease_text,
+    pre,
+    progress,
+    status_badge,
+)
+from .limits import limit_text
+from .reading import unreadable
+from .tasks import (
+    what,
+)
+
+UNLISTED = ("payload", "cursor", "rerun_payload", "result", "last_error")
+
+
+class RunFields:
+    """The run page's (and list's) derived fields, mixed into ``RunAdmin``."""
+
+    @admin.display(description=_("job"), ordering="job")
+    def what_display(self, run: Run) -> str:
+        return what(run)
+
+    @admin.display(description=_("status"), ordering="status")
+    def status_display(self, run: Run) -> str:
+        reason = unreadable(run)
+        if reason is not None:
+            return format_html(
+                '<span class="leasejobs-unreadable">{} {}</span>',
+                status_badge(UNREADABLE, str(_("cannot be read"))),
+                reason,
+            )
+        badge = status_badge(RUN_COLOURS.get(run.status, OTHER), run.get_status_display())
+        if run.status == RunStatus.RUNNING and run.idle_passes >= IDLE_PASSES_WARN:
+            # R3 keeps the run going: say why it may never end (issue 18).
+            idle = IDLE_WARNING.format(passes=run.idle_passes)
+            return format_html(
+                '{} <span class="leasejobs-idle" style="color:#92400e">{}</span>', badge, idle
+            )
+        return badge
+
+    @admin.display(description=_("limit"))
+    def limit_display(self, run: Run) -> str:
+        return limit_text(run)
+
+    @admin.display(description=_("progress"))
+    def progress_display(self, run: Run) -> str:
+        return progress(run)
+
+    @admin.display(description=_("failure"), ordering="failure_code")
+    def failure_display(self, run: Run) -> str:
+        return run.failure_code or "—"
+
+    @admin.display(description=_("what it means"))
+    def failure_meaning(self, run: Run) -> str:
+        return FailureCode(run.failure_code).meaning if run.failure_code else "—"
+
+    @admin.display(description=_("last error"))
+    def last_error_display(self, run: Run) -> str:
+        return pre(run.last_error) if run.last_error else "—"
+
+    @admin.display(description=_("payload"))
+    def payload_display(self, run: Run) -> str:
+        return json_block(run.decoded_payload())
+
+    @admin.display(description=_("cursor"))
+    def cursor_display(self, run: Run) -> str:
+        return json_block(run.decoded_cursor(), empty=_("no pass has committed yet"))
+
+    @admin.display(description=_("counters"))
+    def counters_display(self, run: Run) -> str:
+        return json_block(run.decoded_counters())
+
+    @admin.display(description=_("result"))
+    def result_display(self, run: Run) -> str:
+        return json_block(run.decoded_result(), empty=_("none"))
+
+    @admin.display(description=_("duration"))
+    def duration_display(self, run: Run) -> str:
+        return duration(run.started_at, run.ended_at)
+
+    @admin.display(description=_("lease"))
+    def lease_display(self, run: Run) -> str:
+        return lease_text(run)

@@ -1,0 +1,53 @@
+"""A job's last failure, read from its newest runs alone (SPEC §16: O4's per-job table)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db.models.functions import Left
+
+from django_leasejobs.states import RunStatus
+
+from .now import runs
+
+__all__ = ["ERROR_READ", "FAILURE_SCAN", "Failure", "last_failure"]
+
+#: How many of a job's newest runs are read for its last failure (O4): a bounded read.
+FAILURE_SCAN = 200
+#: The most characters of a last error read for the overview: its first line is shown.
+ERROR_READ = 500
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A job's newest failed, held or retrying run: what the overview's per-job table shows."""
+
+    run: str
+    status: str
+    code: str
+    #: The first line of its last error, cut short.
+    error: str
+
+
+def last_failure(job: str, scan: int = FAILURE_SCAN) -> Failure | None:
+    """The newest failed, held or retrying run among *job*'s newest *scan* runs (O4), or None.
+
+    One read along the ``(job, id)`` index, newest first, of at most *scan*
+    rows and only their short columns (the error cut to ``ERROR_READ``
+    characters): a job with a million finished runs costs the same. A failure
+    older than its newest *scan* runs is not found. A cancelled run is not a
+    failure; a running one whose last pass failed (``failure_code`` set) is.
+    Raises what the backend raises for a row it cannot read back (SPEC §12).
+    """
+    newest = (
+        runs()
+        .filter(job=job)
+        .order_by("-id")
+        .values_list("id", "status", "failure_code", Left("last_error", ERROR_READ))[:scan]
+    )
+    for run, status, code, error in newest:
+        failing = status in (RunStatus.FAILED, RunStatus.HELD)
+        if failing or (status == RunStatus.RUNNING and code):
+            first = (error or "").strip().split("\n", 1)[0]
+            return Failure(str(run), str(status), str(code), first[:160])
+    return None
