@@ -235,7 +235,9 @@ def test_o4_coarse_window_sums_per_interval_what_window_reads_per_minute(history
     stat(history - 90 * MINUTE, outcome="exploded", count=2)  # unreadable: outcome
     stat(history - 91 * MINUTE, count=-1)  # unreadable: a negative count
     stat(history - 92 * MINUTE, count=1, le_00=3)  # unreadable: more in its buckets than passes
-    stat(history - 93 * MINUTE, count=1, total_seconds=float("inf"))  # unreadable: no time
+    if connection.vendor != "mysql":  # MariaDB stores no infinity
+        stat(history - 93 * MINUTE, count=1, total_seconds=float("inf"))  # unreadable: no time
+    bad = 3 if connection.vendor == "mysql" else 4
     for key in ("day", "week"):
         span = SPANS[key]
         since, until = bounds(history, span)
@@ -245,7 +247,7 @@ def test_o4_coarse_window_sums_per_interval_what_window_reads_per_minute(history
         )
         assert by_interval.series == by_minute.series
         assert by_interval.by_key == by_minute.by_key
-        assert by_interval.unreadable == by_minute.unreadable == 4
+        assert by_interval.unreadable == by_minute.unreadable == bad
         assert by_interval.jobs == by_minute.jobs
 
 
@@ -274,8 +276,8 @@ def test_o4_s11_malformed_statistics_rows_are_shown_as_unreadable_never_a_500(
 
 def test_o4_s11_sums_past_what_the_database_holds_are_never_a_500(viewer, frozen_clock):
     """Two readable rows whose sum no float holds: PostgreSQL refuses the sum, SQLite sums
-    to infinity. Summed (a day, a week), the page says it cannot read the figures, or
-    counts the rows of that sum as unreadable; minute by minute nothing is summed."""
+    to infinity, MariaDB to zero. Summed (a day, a week), the page says it cannot read the
+    figures, or counts the rows of that sum as unreadable; minute by minute nothing is summed."""
     at = frozen_clock.now() - 5 * MINUTE
     for n in range(2):
         stat(at - n * MINUTE, count=1, total_seconds=1.5e308, le_13=1)
@@ -329,7 +331,7 @@ def test_o4_held_stalled_throttled_and_overdue_each_link_to_a_list_that_opens(
     RunFactory(status=RunStatus.HELD, failure_code="interrupted")
     stalled = RunFactory(job="tests.noop", started_at=now - timedelta(hours=2))
     RunFactory(job="tests.noop", started_at=now - timedelta(minutes=1))
-    RunFactory(throttled_by="rate", lease_owner=None, started_at=now)
+    throttled = RunFactory(throttled_by="rate", lease_owner=None, started_at=now)
     ScheduleFactory(overdue_since=now - timedelta(hours=1))
     response = admin_client.get(OVERVIEW)
     found = {item["key"]: item for item in response.context["attention"]}
@@ -344,7 +346,8 @@ def test_o4_held_stalled_throttled_and_overdue_each_link_to_a_list_that_opens(
     assert [run.status for run in held.context["cl"].result_list] == ["held"]
     old = admin_client.get(found["stalled"]["url"])
     assert [run.pk for run in old.context["cl"].result_list] == [stalled.pk]
-    assert admin_client.get(found["throttled"]["url"]).context["cl"].result_count == 3
+    waiting = admin_client.get(found["throttled"]["url"]).context["cl"].result_list
+    assert [run.pk for run in waiting] == [throttled.pk]  # not every live run
     assert admin_client.get(found["overdue"]["url"]).status_code == 200
 
 

@@ -21,8 +21,9 @@ does not register is refused with a warning.
 * :mod:`.tasks` -- what the run pages show of a Django task's run (SPEC §9);
 * :mod:`.schedules` and :mod:`.schedule_actions` -- the schedule pages, their
   actions, the missed ledger; :mod:`.times` -- times with their zones;
-* :mod:`.overview` and :mod:`.charts` -- the operators' overview (O4), and :mod:`.queues` -- the paused
-  queues and their pause and resume (W6, O5), which also serves the overview's URL;
+* :mod:`.overview` and :mod:`.charts` -- the operators' overview (O4), and
+  :mod:`.queues` -- the paused queues and their pause and resume (W6, O5),
+  which also serves the overview's URL;
 * :mod:`.common` -- what they share; :mod:`.display` -- how values are shown;
   :mod:`.reading` -- rows that cannot be read back.
 """

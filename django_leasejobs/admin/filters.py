@@ -60,7 +60,7 @@ class HeldFilter(admin.SimpleListFilter):
 class ThrottledFilter(admin.SimpleListFilter):
     """Runs waiting for their job's limit (C5): what the overview's "throttled" links to."""
 
-    title = _("waiting for its limit")
+    title = _("flow control")
     parameter_name = "throttled"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:

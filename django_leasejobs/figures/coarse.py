@@ -90,14 +90,18 @@ def coarse_window(since: datetime, until: datetime, step: timedelta) -> Window:
             rows=Count("pk"),
             n=Coalesce(Sum("count"), 0),
             total=Coalesce(Sum("total_seconds"), 0.0),
+            top=Coalesce(Max("total_seconds"), 0.0),
             longest=Coalesce(Max("max_seconds"), 0.0),
             **{name: Coalesce(Sum(name), 0) for name in BUCKET_FIELDS},
         )
         .order_by()
     )
     result = Window(since, until, step, {}, {}, {})
-    for readable, job, queue, outcome, rows, n, total, longest, *buckets in keys:
-        if not readable or not are_figures(n, total, longest, buckets):  # or a sum past a float
+    for readable, job, queue, outcome, rows, n, total, top, longest, *buckets in keys:
+        # A sum past a float: PostgreSQL refuses it, SQLite gives infinity (not figures),
+        # MariaDB gives 0 -- less than one of the non-negative times it summed.
+        summed_past = float(total) < float(top)
+        if not readable or summed_past or not are_figures(n, total, longest, buckets):
             result.unreadable += int(rows)
             continue
         add(result, (job, queue, outcome), int(n), float(total), float(longest), buckets)
