@@ -26,6 +26,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connections, router, transaction
+from django.db.models import QuerySet
 
 from .clock import get_clock
 from .conf import conf
@@ -144,14 +145,7 @@ def prune_stats(batch_size: int = 1000) -> int:
     old = PassStat.objects.using(using).filter(
         minute__lt=get_clock().now(using) - conf.STATS_RETENTION
     )
-    deleted = 0
-    while True:
-        with transaction.atomic(using=using):
-            pks = list(old.order_by("pk").values_list("pk", flat=True)[:batch_size])
-            if pks:
-                deleted += PassStat.objects.using(using).filter(pk__in=pks)._raw_delete(using)
-        if len(pks) < batch_size:
-            break
+    deleted = _delete_by_key(old, batch_size)
     if deleted:
         logger.info("Pass statistics pruned rows=%s", deleted)
     return deleted
@@ -216,12 +210,21 @@ def _prune_runs(using: str, cutoff: datetime, batch_size: int) -> tuple[int, int
 
 def _prune_missed(using: str, cutoff: datetime, batch_size: int) -> int:
     """Delete missed-run records older than *cutoff* batch by batch; return how many."""
+    return _delete_by_key(Missed.objects.using(using).filter(recorded_at__lt=cutoff), batch_size)
+
+
+def _delete_by_key(old: QuerySet[Any], batch_size: int) -> int:
+    """Delete *old*'s rows batch by batch in key order, each its own transaction; count them.
+
+    For rows nothing points at (missed records, statistics): one select of
+    keys and one delete by key per batch, no collector.
+    """
+    using = old.db
     deleted = 0
-    old = Missed.objects.using(using).filter(recorded_at__lt=cutoff)
     while True:
         with transaction.atomic(using=using):
             pks = list(old.order_by("pk").values_list("pk", flat=True)[:batch_size])
             if pks:
-                deleted += Missed.objects.using(using).filter(pk__in=pks)._raw_delete(using)
+                deleted += old.model.objects.using(using).filter(pk__in=pks)._raw_delete(using)
         if len(pks) < batch_size:
             return deleted

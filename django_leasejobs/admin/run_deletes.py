@@ -18,13 +18,13 @@ from django.contrib import admin, messages
 from django.contrib.admin.actions import delete_selected as confirm_delete_selected
 from django.contrib.admin.utils import model_ngettext, quote, unquote
 from django.db import router, transaction
-from django.db.models import QuerySet
+from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 from django.utils.decorators import method_decorator
 from django.utils.translation import gettext as django_gettext
 from django.utils.translation import gettext_lazy as _
-from django.utils.translation import ngettext
+from django.utils.translation import ngettext, ngettext_lazy
 from django.views.decorators.csrf import csrf_protect
 
 from django_leasejobs.models import Run
@@ -35,6 +35,21 @@ from .common import RunModelAdmin
 from .reading import read_robustly
 
 __all__ = ["RunDeletes"]
+
+_LIVE = ngettext_lazy(
+    "%(n)d run is live and was not deleted: a pass of it may be running. "
+    "Cancel it first (Cancel selected runs); once it has finished it can be deleted.",
+    "%(n)d runs are live and were not deleted: a pass of each may be running. "
+    "Cancel them first (Cancel selected runs); once they have finished they can be deleted.",
+    "n",
+)
+_STOPPING = ngettext_lazy(
+    "%(n)d cancelled run was not deleted: its pass may still be running. "
+    "Delete it once that pass has stopped or its lease has expired.",
+    "%(n)d cancelled runs were not deleted: their passes may still be running. "
+    "Delete them once those passes have stopped or their leases have expired.",
+    "n",
+)
 
 
 class NotDeleted(Exception):
@@ -118,37 +133,13 @@ class RunDeletes(RunModelAdmin):
         return None  # back to the list, as Django's action goes
 
     def _report_live(self, request: HttpRequest, keyed: QuerySet[Run]) -> None:
-        live = keyed.exclude(status=RunStatus.CANCELLED).count()
-        if live:
-            self.message_user(
-                request,
-                ngettext(
-                    "%(n)d run is live and was not deleted: a pass of it may be running. "
-                    "Cancel it first (Cancel selected runs); once it has finished it can be "
-                    "deleted.",
-                    "%(n)d runs are live and were not deleted: a pass of each may be running. "
-                    "Cancel them first (Cancel selected runs); once they have finished they "
-                    "can be deleted.",
-                    live,
-                )
-                % {"n": live},
-                messages.WARNING,
-            )
-        stopping = keyed.filter(status=RunStatus.CANCELLED).count()
-        if stopping:
-            self.message_user(
-                request,
-                ngettext(
-                    "%(n)d cancelled run was not deleted: its pass may still be running. "
-                    "Delete it once that pass has stopped or its lease has expired.",
-                    "%(n)d cancelled runs were not deleted: their passes may still be "
-                    "running. Delete them once those passes have stopped or their leases "
-                    "have expired.",
-                    stopping,
-                )
-                % {"n": stopping},
-                messages.WARNING,
-            )
+        cancelled = Q(status=RunStatus.CANCELLED)
+        found = keyed.aggregate(
+            live=Count("pk", filter=~cancelled), stopping=Count("pk", filter=cancelled)
+        )
+        for n, message in ((found["live"], _LIVE), (found["stopping"], _STOPPING)):
+            if n:
+                self.message_user(request, message % {"n": n}, messages.WARNING)
 
     def _delete_confirmed(self, request: HttpRequest, finished: QuerySet[Run]) -> None:
         # What the log entries name (job, instance, id, status), not the payloads.

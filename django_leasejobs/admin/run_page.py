@@ -50,6 +50,7 @@ class PageAction:
     question: Promise  # the confirmation's title, of %(run)s
     explanation: Promise  # what happens, said before it does
     confirm: Promise  # the confirming button
+    ends_work: bool = False  # its button stands apart, as Delete does
 
 
 PAGE_ACTIONS = {
@@ -66,6 +67,7 @@ PAGE_ACTIONS = {
                 "has expired, the run keeps its job and instance, so nothing starts beside it."
             ),
             gettext_lazy("Yes, cancel it"),
+            ends_work=True,
         ),
         PageAction(
             "retry",
@@ -101,6 +103,7 @@ PAGE_ACTIONS = {
                 "and nothing runs it again. It can still be retried later, as a new run."
             ),
             gettext_lazy("Yes, fail it"),
+            ends_work=True,
         ),
     )
 }
@@ -149,7 +152,12 @@ class RunPage(RunActions):
     def page_buttons(self, request: HttpRequest, run: Run) -> list[dict[str, Any]]:
         """The buttons *run*'s page shows to this user: valid for the run, and permitted."""
         return [
-            {"verb": verb, "label": PAGE_ACTIONS[verb].label, "url": self._url(run.pk, verb)}
+            {
+                "verb": verb,
+                "label": PAGE_ACTIONS[verb].label,
+                "url": self._url(run.pk, verb),
+                "ends_work": PAGE_ACTIONS[verb].ends_work,
+            }
             for verb in valid_actions(run)
             if self._may(request, PAGE_ACTIONS[verb])
         ]
