@@ -41,5 +41,9 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.mysql":
 _cma = env.str("LEASEJOBS_BENCH_CONN_MAX_AGE", default="0")
 DATABASES["default"]["CONN_MAX_AGE"] = None if _cma == "none" else int(_cma)
 
-# benchmarks/drain.py --prepare and benchmarks/starts.py --prepare (see docs/reference/settings.md).
-LEASEJOBS = {"PREPARE": env.bool("LEASEJOBS_BENCH_PREPARE", default=False)}
+# benchmarks/drain.py --prepare and benchmarks/starts.py --prepare (see docs/reference/settings.md);
+# drain.py --no-stats measures what the pass statistics (SPEC §16 O1) cost a drain.
+LEASEJOBS = {
+    "PREPARE": env.bool("LEASEJOBS_BENCH_PREPARE", default=False),
+    "STATS": env.bool("LEASEJOBS_BENCH_STATS", default=True),
+}

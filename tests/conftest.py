@@ -64,6 +64,27 @@ def one_pass(define, drive):
     return run
 
 
+@pytest.fixture
+def mysql_refuses_year_9999(monkeypatch):
+    """On MySQL, read a date in year 9999 as PostgreSQL reads one past it: not at all.
+
+    MariaDB refuses to store what it cannot read back, so there the driver's
+    refusal to read a date is played by its converter: the path that contains it
+    is the same one a real backend's refusal takes (the admin's unreadable rows).
+    """
+    from django.db import connection
+
+    if connection.vendor == "mysql":
+        convert = connection.ops.convert_datetimefield_value
+
+        def refusing(value, expression, connection_):
+            if value is not None and value.year == 9999:
+                raise ValueError("year 10000 is out of range")
+            return convert(value, expression, connection_)
+
+        monkeypatch.setattr(connection.ops, "convert_datetimefield_value", refusing)
+
+
 class WorkerClock:
     """The worker's own monotonic clock (``time.monotonic``), moved by the test."""
 

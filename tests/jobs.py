@@ -2,9 +2,32 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from datetime import timedelta
 
 from django_leasejobs import Limit, Rate, Retry, job
+
+
+@contextmanager
+def _interval_logged(p):
+    """Log the pass's interval as a ``PassLog`` row (who ran when: the overlap tests).
+
+    The row is written before the body and closed after it, whatever happens to
+    the pass (``finally``), each in the pass's own autocommit statement: a pass
+    that ran and was then superseded still shows up if it overlapped another.
+    """
+    import os
+    import time
+
+    from tests.models import PassLog
+
+    log = PassLog.objects.create(
+        run_id=p.run.id, pid=os.getpid(), started_ns=time.monotonic_ns(), ended_ns=0
+    )
+    try:
+        yield
+    finally:
+        PassLog.objects.filter(pk=log.pk).update(ended_ns=time.monotonic_ns())
 
 
 @job("tests.noop")
@@ -38,16 +61,13 @@ def counted_walk(p):
     import os
     import time
 
-    from tests.models import Effect, PassLog
+    from tests.models import Effect
 
     def effect(name):
         time.sleep(p.payload.get("sleep", 0))  # a step that takes a moment, like real work
         Effect.objects.create(run_id=p.run.id, name=name, pid=os.getpid())
 
-    log = PassLog.objects.create(
-        run_id=p.run.id, pid=os.getpid(), started_ns=time.monotonic_ns(), ended_ns=0
-    )
-    try:
+    with _interval_logged(p):
         position = p.cursor or 0
         for index in range(p.payload.get("steps", 1)):
             name = f"step:{position}:{index}"
@@ -55,8 +75,6 @@ def counted_walk(p):
             p.count("steps")
         p.count("passes")
         return p.done() if position + 1 >= p.payload["passes"] else p.advance(position + 1)
-    finally:
-        PassLog.objects.filter(pk=log.pk).update(ended_ns=time.monotonic_ns())
 
 
 @job("tests.killed_between_steps", lease=timedelta(seconds=1), retry=Retry(max_attempts=5))
@@ -182,14 +200,11 @@ def _marked_sleep(p):
     return p.done()
 
 
-# L10: leases of 0.6 s, renewed by the heartbeat every 0.2 s while a pass sleeps.
-job("tests.heartbeat", lease=timedelta(milliseconds=600), heartbeat=True)(_marked_sleep)
-job(
-    "tests.heartbeat.timeout",
-    lease=timedelta(milliseconds=600),
-    heartbeat=True,
-    timeout=timedelta(milliseconds=500),
-)(_marked_sleep)
+#: L10: leases of 0.6 s, renewed by the heartbeat every 0.2 s while a pass sleeps.
+BEATING = {"lease": timedelta(milliseconds=600), "heartbeat": True}
+
+job("tests.heartbeat", **BEATING)(_marked_sleep)
+job("tests.heartbeat.timeout", **BEATING, timeout=timedelta(milliseconds=500))(_marked_sleep)
 
 
 def _logged_sleep(p):
@@ -199,18 +214,10 @@ def _logged_sleep(p):
     pass's own autocommit statements, so a test reads how many passes of a
     limited job overlapped (§14).
     """
-    import os
     import time
 
-    from tests.models import PassLog
-
-    log = PassLog.objects.create(
-        run_id=p.run.id, pid=os.getpid(), started_ns=time.monotonic_ns(), ended_ns=0
-    )
-    try:
+    with _interval_logged(p):
         time.sleep((p.payload or {}).get("sleep", 0.05))
-    finally:
-        PassLog.objects.filter(pk=log.pk).update(ended_ns=time.monotonic_ns())
     return p.done()
 
 
@@ -218,13 +225,15 @@ def _account(payload):
     return payload["account"]
 
 
+def _two_at_once(name, lease):
+    """Jobs of logged sleeps on *lease*: *name*, two passes at once (C2), and
+    ``<name>.keyed``, two at once per ``payload["account"]`` (C1)."""
+    job(name, lease=lease, limit=Limit(concurrency=2))(_logged_sleep)
+    job(f"{name}.keyed", lease=lease, limit=Limit(concurrency=2, key=_account))(_logged_sleep)
+
+
 # §14 flow control: two passes at once; two per account; five begins per 2 s.
-job("tests.limited", lease=timedelta(seconds=2), limit=Limit(concurrency=2))(_logged_sleep)
-job(
-    "tests.limited.keyed",
-    lease=timedelta(seconds=2),
-    limit=Limit(concurrency=2, key=_account),
-)(_logged_sleep)
+_two_at_once("tests.limited", timedelta(seconds=2))
 job("tests.rated", lease=timedelta(seconds=5), limit=Limit(rate=Rate(5, per=timedelta(seconds=2))))(
     _logged_sleep
 )
@@ -234,19 +243,11 @@ def _slot_holder(p):
     """Like ``_logged_sleep``, but a first attempt sleeps ``payload["hold"]``: the pass a
     test SIGKILLs while it holds the job's one slot. Its replay (attempt 2, after the
     takeover) sleeps ``payload["sleep"]`` like the others."""
-    import os
     import time
 
-    from tests.models import PassLog
-
-    log = PassLog.objects.create(
-        run_id=p.run.id, pid=os.getpid(), started_ns=time.monotonic_ns(), ended_ns=0
-    )
-    try:
+    with _interval_logged(p):
         first = p.attempt == 1
         time.sleep(p.payload.get("hold", 0) if first else p.payload.get("sleep", 0.05))
-    finally:
-        PassLog.objects.filter(pk=log.pk).update(ended_ns=time.monotonic_ns())
     return p.done()
 
 
@@ -272,12 +273,7 @@ job(
 # lease ran out no longer holds its slot (C2: "begun and unexpired"), so a
 # worker stalled past a 2 s lease would be one more that C2 allows; a long
 # lease makes the count exactly what C2 promises.
-job("tests.limited.workers", lease=timedelta(seconds=60), limit=Limit(concurrency=2))(_logged_sleep)
-job(
-    "tests.limited.workers.keyed",
-    lease=timedelta(seconds=60),
-    limit=Limit(concurrency=2, key=_account),
-)(_logged_sleep)
+_two_at_once("tests.limited.workers", timedelta(seconds=60))
 
 
 # W1, W3 (revision 3): a drive that found nothing due rests until the next run falls due.
@@ -368,25 +364,17 @@ job(
 job("tests.w5.limited_one", lease=timedelta(seconds=60), limit=Limit(concurrency=1))(_logged_sleep)
 
 # L10 on a worker's threads: 0.6 s leases renewed by each pass's own heartbeat.
-job("tests.w5.heartbeat", lease=timedelta(milliseconds=600), heartbeat=True)(_logged_sleep)
+job("tests.w5.heartbeat", **BEATING)(_logged_sleep)
 
 
 def _timed_steps(p):
     """``payload["steps"]`` steps of ``payload["step_seconds"]`` each, the interval logged:
     a pass longer than its job's timeout learns at a step boundary (R10)."""
-    import os
     import time
 
-    from tests.models import PassLog
-
-    log = PassLog.objects.create(
-        run_id=p.run.id, pid=os.getpid(), started_ns=time.monotonic_ns(), ended_ns=0
-    )
-    try:
+    with _interval_logged(p):
         for index in range(p.payload["steps"]):
             p.step(f"s{index}", lambda: time.sleep(p.payload["step_seconds"]))
-    finally:
-        PassLog.objects.filter(pk=log.pk).update(ended_ns=time.monotonic_ns())
     return p.done()
 
 

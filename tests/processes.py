@@ -7,7 +7,8 @@
   visible to the children.
 * :func:`django_command` and :func:`python` start a ``manage.py``-style
   command or a snippet as a child process; :func:`against_unreachable_database`
-  runs one against a database it cannot reach.
+  runs one against a database it cannot reach; :func:`take_over_while` is the
+  would-be thief of a worker's passes.
 * The functions below "run inside a child" are what the children call.
 """
 
@@ -17,7 +18,9 @@ import multiprocessing
 import os
 import subprocess
 import sys
+import time
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from django.db import connection
@@ -91,6 +94,46 @@ def django_command(*args: str, env: dict[str, str] | None = None, **popen) -> su
         text=True,
         **popen,
     )
+
+
+def refused_usage(*args: str, timeout: float = 60) -> list[str]:
+    """Run ``python -m django rundueJobs <args>``, which its argparse must refuse: its stderr lines.
+
+    Fails unless the command exits non-zero with nothing on stdout, and the last
+    line (after argparse's usage block) is the only one that names an error.
+    """
+    command = django_command("rundueJobs", *args)
+    out, err = command.communicate(timeout=timeout)
+    assert command.returncode != 0, (out, err)
+    assert out == ""
+    lines = err.strip().splitlines()
+    (reason,) = [line for line in lines if "error" in line]
+    assert reason == lines[-1]
+    return lines
+
+
+def take_over_while(
+    worker: subprocess.Popen, job: str, ready: Callable[[], bool], timeout: float = 60
+) -> tuple[int, str, str]:
+    """Drive *job* here for as long as *worker* runs: a would-be thief of its passes (L1, L10).
+
+    *ready* says the worker's passes have begun (before, the thief would win
+    them). Returns the runs this process attempted and the worker's output;
+    a worker still running when the test fails is killed.
+    """
+    from django_leasejobs import run_due_jobs
+
+    attempted = 0
+    try:
+        assert ready()
+        while worker.poll() is None:
+            attempted += run_due_jobs(jobs=[job]).attempted
+            time.sleep(0.05)
+        out, err = worker.communicate(timeout=timeout)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    return attempted, out, err
 
 
 def python(code: str) -> subprocess.Popen:

@@ -23,6 +23,7 @@ from django_leasejobs.models import Missed, Run, Schedule, Step, TaskAttempt
 from django_leasejobs.store import deletes
 from django_leasejobs.store.deletes import delete_finished
 from tests.factories import MissedFactory, RunFactory, ScheduleFactory, StepFactory
+from tests.utils import relations_to
 
 pytestmark = pytest.mark.django_db
 
@@ -187,12 +188,7 @@ def test_a7_delete_finished_deletes_only_runs_without_a_key():
 def test_a7_delete_finished_handles_every_relation_to_run():
     """The delete bypasses Django's collector: a new foreign key to Run must be handled in
     store/deletes.py (or the delete fails on the constraint), as in retention."""
-    relations = {
-        (rel.related_model, rel.field.name, rel.on_delete)
-        for rel in Run._meta.get_fields(include_hidden=True)
-        if rel.auto_created and not rel.concrete
-    }
-    assert relations == {
+    assert relations_to(Run) == {
         (Step, "run", models.CASCADE),
         (TaskAttempt, "run", models.CASCADE),
         (Schedule, "last_run", models.SET_NULL),

@@ -120,25 +120,11 @@ NOT_LISTED = {"payload", "cursor", "rerun_payload", "result", "last_error"}
 
 
 #: MariaDB refuses to store what it cannot read back, so there the driver's
-#: refusal to read a date is played by its converter: the path that contains it
-#: is the same one a real backend's refusal takes.
+#: refusal to read a date is played by its converter (``mysql_refuses_year_9999``,
+#: tests/conftest.py): the path that contains it is the one a real backend's takes.
 UNREADABLE["mysql"] = [
     ("started_at", "UPDATE leasejobs_run SET {c} = '9999-12-31 23:59:59' WHERE id = %s")
 ]
-
-
-@pytest.fixture
-def mysql_refuses_year_9999(monkeypatch):
-    """On MySQL, read a date in year 9999 as PostgreSQL reads one past it: not at all."""
-    if connection.vendor == "mysql":
-        convert = connection.ops.convert_datetimefield_value
-
-        def refusing(value, expression, connection_):
-            if value is not None and value.year == 9999:
-                raise ValueError("year 10000 is out of range")
-            return convert(value, expression, connection_)
-
-        monkeypatch.setattr(connection.ops, "convert_datetimefield_value", refusing)
 
 
 @pytest.fixture

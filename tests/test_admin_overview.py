@@ -13,7 +13,6 @@ from datetime import timedelta
 from html.parser import HTMLParser
 
 import pytest
-from django.contrib.auth.models import Permission, User
 from django.db import connection
 
 from django_leasejobs import RunStatus, pause_queue, start
@@ -21,6 +20,7 @@ from django_leasejobs.admin.overview import SPANS, bounds
 from django_leasejobs.figures import FAILURE_SCAN, coarse_window, last_failure, window
 from django_leasejobs.models import PassStat, Run
 from tests.factories import RunFactory, ScheduleFactory
+from tests.utils import user_with
 
 pytestmark = pytest.mark.django_db
 
@@ -100,12 +100,6 @@ class Page(HTMLParser):
             if rect.get("class") in ("leasejobs-p50", "leasejobs-p95"):
                 values[rect["job"]][rect["class"][-3:]] = rect["data-value"]
         return {job: (found["p50"], found["p95"]) for job, found in values.items()}
-
-
-def user_with(*codenames, username="operator"):
-    user = User.objects.create_user(username, password="pw", is_staff=True)
-    user.user_permissions.add(*Permission.objects.filter(codename__in=codenames))
-    return user
 
 
 @pytest.fixture

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.admin.models import ADDITION, DELETION, LogEntry
-from django.contrib.auth.models import Permission, User
 from django.test import Client
 
 from django_leasejobs import RunStatus, pause_queue, start
 from django_leasejobs.models import PausedQueue
-from tests.utils import fresh
+from tests.utils import fresh, user_with
 
 pytestmark = pytest.mark.django_db
 
@@ -18,12 +17,6 @@ OVERVIEW = "/admin/leasejobs/pausedqueue/overview/"
 PAUSE = "/admin/leasejobs/pausedqueue/pause/"
 RESUME = "/admin/leasejobs/pausedqueue/resume/"
 PAUSED = "/admin/leasejobs/pausedqueue/"
-
-
-def user_with(*codenames, username="operator"):
-    user = User.objects.create_user(username, password="pw", is_staff=True)
-    user.user_permissions.add(*Permission.objects.filter(codename__in=codenames))
-    return user
 
 
 @pytest.fixture

@@ -83,81 +83,84 @@ SOON = NOW + timedelta(minutes=2)
 PAST = NOW - timedelta(minutes=2)
 
 
+def case(name: str, reason: DueReason, at: datetime | None, **columns):
+    """A row with *columns* (over :func:`row`'s) that next_due says is *reason*, at *at*."""
+    return pytest.param(columns, reason, at, id=name)
+
+
 @pytest.mark.parametrize(
     ("columns", "reason", "at"),
     [
-        pytest.param({}, DueReason.DUE_NOW, NOW, id="due-now"),
-        pytest.param({"next_attempt_at": PAST}, DueReason.DUE_NOW, PAST, id="overdue"),
-        pytest.param(
-            {"attempts": 2, "failure_code": "handler_failed", "next_attempt_at": SOON},
+        case("due-now", DueReason.DUE_NOW, NOW),
+        case("overdue", DueReason.DUE_NOW, PAST, next_attempt_at=PAST),
+        case(
+            "retry-back-off",
             DueReason.RETRY,
             SOON,
-            id="retry-back-off",
+            attempts=2,
+            failure_code="handler_failed",
+            next_attempt_at=SOON,
         ),
-        pytest.param(
-            {"started_at": NOW, "updated_at": NOW, "next_attempt_at": NOW + timedelta(hours=1)},
+        case(
+            "run-after",
             DueReason.RUN_AFTER,
             NOW + timedelta(hours=1),
-            id="run-after",
+            started_at=NOW,
+            updated_at=NOW,
+            next_attempt_at=NOW + timedelta(hours=1),
         ),
-        pytest.param({"next_attempt_at": SOON}, DueReason.DEFERRED, SOON, id="deferred"),
-        pytest.param(
-            {"admission_misses": 2, "next_attempt_at": SOON},
-            DueReason.ADMISSION,
-            SOON,
-            id="claim-back-off",
-        ),
-        pytest.param(
-            {"throttled_by": Throttle.RATE, "next_attempt_at": SOON, "attempts": 1},
+        case("deferred", DueReason.DEFERRED, SOON, next_attempt_at=SOON),
+        case("claim-back-off", DueReason.ADMISSION, SOON, admission_misses=2, next_attempt_at=SOON),
+        case(
+            "rate-limit-before-a-back-off",
             DueReason.RATE,
             SOON,
-            id="rate-limit-before-a-back-off",
+            throttled_by=Throttle.RATE,
+            next_attempt_at=SOON,
+            attempts=1,
         ),
-        pytest.param(
-            {"throttled_by": Throttle.CONCURRENCY, "next_attempt_at": PAST},
+        case(
+            "concurrency-even-when-due",
             DueReason.CONCURRENCY,
             PAST,
-            id="concurrency-even-when-due",
+            throttled_by=Throttle.CONCURRENCY,
+            next_attempt_at=PAST,
         ),
-        pytest.param(
-            {"lease_owner": OWNER, "lease_began_at": PAST, "next_attempt_at": SOON},
+        case(
+            "leased",
             DueReason.LEASED,
             SOON,
-            id="leased",
+            lease_owner=OWNER,
+            lease_began_at=PAST,
+            next_attempt_at=SOON,
         ),
-        pytest.param(
-            {"lease_owner": OWNER, "next_attempt_at": SOON}, DueReason.CLAIMED, SOON, id="claimed"
-        ),
-        pytest.param(
-            {"lease_owner": OWNER, "lease_began_at": PAST, "next_attempt_at": PAST},
+        case("claimed", DueReason.CLAIMED, SOON, lease_owner=OWNER, next_attempt_at=SOON),
+        case(
+            "lease-expired",
             DueReason.LEASE_EXPIRED,
             PAST,
-            id="lease-expired",
+            lease_owner=OWNER,
+            lease_began_at=PAST,
+            next_attempt_at=PAST,
         ),
-        pytest.param(
-            {"status": RunStatus.HELD, "next_attempt_at": None}, DueReason.HELD, None, id="held"
-        ),
-        pytest.param({"next_attempt_at": None}, DueReason.NEVER_DUE, None, id="never-due"),
-        pytest.param(
-            {"status": RunStatus.CANCELLED, "next_attempt_at": SOON},
+        case("held", DueReason.HELD, None, status=RunStatus.HELD, next_attempt_at=None),
+        case("never-due", DueReason.NEVER_DUE, None, next_attempt_at=None),
+        case(
+            "cancelled-mid-pass",
             DueReason.STOPPING,
             SOON,
-            id="cancelled-mid-pass",
+            status=RunStatus.CANCELLED,
+            next_attempt_at=SOON,
         ),
-        pytest.param(
-            {"status": RunStatus.CANCELLED, "next_attempt_at": None},
+        case("cancelled", DueReason.NONE, None, status=RunStatus.CANCELLED, next_attempt_at=None),
+        case("done", DueReason.NONE, None, status=RunStatus.DONE, next_attempt_at=None),
+        case(
+            "failed",
             DueReason.NONE,
             None,
-            id="cancelled",
-        ),
-        pytest.param(
-            {"status": RunStatus.DONE, "next_attempt_at": None}, DueReason.NONE, None, id="done"
-        ),
-        pytest.param(
-            {"status": RunStatus.FAILED, "attempts": 5, "next_attempt_at": None},
-            DueReason.NONE,
-            None,
-            id="failed",
+            status=RunStatus.FAILED,
+            attempts=5,
+            next_attempt_at=None,
         ),
     ],
 )
@@ -542,17 +545,8 @@ UNREADABLE_START = {
 
 
 @pytest.fixture
-def unreadable(monkeypatch):
+def unreadable(mysql_refuses_year_9999):
     """Make run rows unreadable: ``unreadable(run)``."""
-    if connection.vendor == "mysql":  # MariaDB stores what it reads: play the refusal
-        convert = connection.ops.convert_datetimefield_value
-
-        def refusing(value, expression, connection_):
-            if value is not None and value.year == 9999:
-                raise ValueError("year 10000 is out of range")
-            return convert(value, expression, connection_)
-
-        monkeypatch.setattr(connection.ops, "convert_datetimefield_value", refusing)
 
     def corrupt(run: Run) -> Run:
         with connection.cursor() as cursor:

@@ -12,7 +12,7 @@ from django.core.management import CommandError, call_command
 from django_leasejobs import RunStatus, start
 from django_leasejobs.models import Run
 from tests.models import Effect
-from tests.processes import django_command
+from tests.processes import django_command, refused_usage
 
 WAIT = 60  # seconds a subprocess may take to get somewhere before the test gives up
 
@@ -113,17 +113,11 @@ def test_w5_a_bad_concurrency_is_refused_in_one_line_and_nothing_is_driven(value
     anything runs: a non-zero exit, one error line naming the option and the value
     (after argparse's usage block), and a run started before is left as it was."""
     run = Run.objects.get(pk=start("tests.noop").run.pk)
-    command = django_command("rundueJobs", "--concurrency", value, "--job", "tests.noop")
-    out, err = command.communicate(timeout=WAIT)
-    assert command.returncode != 0
-    assert out == ""
-    lines = err.strip().splitlines()
-    (reason,) = [line for line in lines if "error" in line]
-    assert reason == lines[-1]
-    assert f"argument --concurrency: {value!r}" in reason
+    lines = refused_usage("--concurrency", value, "--job", "tests.noop", timeout=WAIT)
+    assert f"argument --concurrency: {value!r}" in lines[-1]
     # Every other line is the usage block.
     assert lines[0].startswith("usage:")
-    assert all(line.startswith(" ") for line in lines[1:-1]), err
+    assert all(line.startswith(" ") for line in lines[1:-1]), lines
     after = Run.objects.get(pk=run.pk)
     assert (after.status, after.lease_owner, after.attempts, after.updated_at) == (
         RunStatus.RUNNING,

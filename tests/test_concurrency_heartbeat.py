@@ -9,15 +9,15 @@ connection, as in ``tests/test_heartbeat.py``.
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
-from django_leasejobs import RunStatus, run_due_jobs, start
+from django_leasejobs import RunStatus, start
 from django_leasejobs.models import Run
 from tests.models import PassLog
-from tests.processes import django_command
+from tests.processes import django_command, take_over_while
 from tests.test_concurrency import WAIT, _most_at_once
+from tests.utils import until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.concurrency]
 
@@ -32,17 +32,11 @@ def test_w5_l10_each_threads_heartbeat_keeps_its_pass_from_being_taken_over():
     runs = [start(job, {"sleep": 2.0}, instance=f"h{n}").run.pk for n in range(4)]
     worker = django_command("rundueJobs", "--concurrency", "4", "--json", "--job", job)
     began = PassLog.objects.filter(run_id__in=runs)
-    attempted = 0
-    try:
-        while worker.poll() is None and began.count() < 4:
-            time.sleep(0.02)  # the thief waits for the passes to begin, or it would win them
-        while worker.poll() is None:  # try to take the runs over while the passes run
-            attempted += run_due_jobs(jobs=[job]).attempted
-            time.sleep(0.05)
-        out, err = worker.communicate(timeout=WAIT)
-    finally:
-        if worker.poll() is None:
-            worker.kill()
+
+    def four_began() -> bool:  # the thief waits for the passes to begin, or it would win them
+        return until(lambda: worker.poll() is not None or began.count() >= 4, WAIT, every=0.02)
+
+    attempted, out, err = take_over_while(worker, job, four_began, WAIT)
     assert worker.returncode == 0, err
     assert json.loads(out)["completed"] == 4
     assert attempted == 0

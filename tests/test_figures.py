@@ -6,11 +6,12 @@ from datetime import timedelta
 
 import pytest
 
-from django_leasejobs import RunStatus, pause_queue, start
+from django_leasejobs import RunStatus, pause_queue
 from django_leasejobs.figures import attention, percentile, queues, window
-from django_leasejobs.models import PassStat, Run
+from django_leasejobs.models import PassStat
 from django_leasejobs.models.observability import BUCKETS
 from tests.factories import RunFactory
+from tests.utils import due_in_queue
 
 pytestmark = pytest.mark.django_db
 
@@ -19,11 +20,8 @@ MINUTE = timedelta(minutes=1)
 
 def test_o2_o5_each_queue_has_its_due_depth_lag_and_pause(frozen_clock):
     now = frozen_clock.now()
-    for n in range(3):
-        run = start("tests.noop", instance=f"m{n}", queue="mail").run
-        Run.objects.filter(pk=run.pk).update(next_attempt_at=now - timedelta(seconds=10 * n))
-    later = start("tests.noop", instance="later", queue="reports").run
-    Run.objects.filter(pk=later.pk).update(next_attempt_at=now + timedelta(hours=1))
+    due_in_queue("mail", now, 0, 10, 20)
+    due_in_queue("reports", now, -3600, prefix="later")
     pause_queue("idle", by="ops")
     found = {figures.queue: figures for figures in queues(now)}
     assert set(found) == {"mail", "reports", "idle"}

@@ -17,7 +17,7 @@ import pytest
 
 from django_leasejobs import InvalidJob, RunStatus, run_due_jobs, start
 from django_leasejobs.models import Run
-from tests.processes import django_command
+from tests.processes import django_command, take_over_while
 from tests.utils import fresh
 
 WAIT = 30  # seconds: the longest any wait below may take before the test fails
@@ -38,16 +38,7 @@ def test_l10_a_heartbeat_keeps_a_pass_of_three_leases_from_being_taken_over(tmp_
     marks = tmp_path / "marks"
     run = start("tests.heartbeat", {"sleep": 2.0, "marks": str(marks)}).run  # > 3 leases
     worker = django_command("rundueJobs", "--job", "tests.heartbeat")
-    try:
-        assert _began(marks)
-        attempted = 0
-        while worker.poll() is None:  # try to take the run over for as long as the pass runs
-            attempted += run_due_jobs(jobs=["tests.heartbeat"]).attempted
-            time.sleep(0.05)
-        out, err = worker.communicate(timeout=WAIT)
-    finally:
-        if worker.poll() is None:
-            worker.kill()
+    attempted, out, err = take_over_while(worker, "tests.heartbeat", lambda: _began(marks), WAIT)
     assert worker.returncode == 0, err
     assert "completed=1" in out
     assert attempted == 0

@@ -23,6 +23,7 @@ from django_leasejobs.models import PassStat, Run
 from django_leasejobs.models.observability import BUCKETS
 from django_leasejobs.stats import aggregate
 from tests.factories import RunFactory
+from tests.utils import due_in_queue
 
 pytestmark = pytest.mark.django_db
 
@@ -165,11 +166,8 @@ def test_o2_only_get_and_no_csrf_token_needed(token):
 
 def test_o2_due_runs_per_queue_equal_the_real_count(frozen_clock, token):
     now = frozen_clock.now()
-    for n in range(3):
-        run = start("tests.noop", instance=f"m{n}", queue="mail").run
-        Run.objects.filter(pk=run.pk).update(next_attempt_at=now - timedelta(seconds=10 * n))
-    later = start("tests.noop", instance="later", queue="mail").run
-    Run.objects.filter(pk=later.pk).update(next_attempt_at=now + timedelta(hours=1))
+    due_in_queue("mail", now, 0, 10, 20)
+    due_in_queue("mail", now, -3600, prefix="later")
     for n in range(2):
         start("tests.noop", instance=f"r{n}", queue="reports")
     pause_queue("reports", by="ops")

@@ -20,7 +20,7 @@ from django_leasejobs.models import Run
 from django_leasejobs.models.observability import BUCKETS
 from django_leasejobs.report import DriveReport
 from django_leasejobs.stats import lost_observers, observers
-from tests.processes import django_command
+from tests.processes import django_command, refused_usage
 from tests.utils import stop_worker, until
 
 WAIT = 60
@@ -138,14 +138,8 @@ def test_o2_a_metrics_port_in_use_is_refused_in_one_line_and_nothing_is_driven()
 @pytest.mark.parametrize("port", ["0", "65536", "-1", "abc", "80.5"])
 def test_o2_a_bad_metrics_port_is_refused_in_one_line_and_nothing_is_driven(port):
     run = Run.objects.get(pk=start("tests.noop").run.pk)
-    command = django_command("rundueJobs", "--metrics-port", port, "--job", "tests.noop")
-    out, err = command.communicate(timeout=WAIT)
-    assert command.returncode != 0
-    assert out == ""
-    lines = err.strip().splitlines()
-    (reason,) = [line for line in lines if "error" in line]
-    assert reason == lines[-1]
-    assert f"argument --metrics-port: {port!r}" in reason
+    lines = refused_usage("--metrics-port", port, "--job", "tests.noop", timeout=WAIT)
+    assert f"argument --metrics-port: {port!r}" in lines[-1]
     assert lines[0].startswith("usage:")
     assert untouched(run)
 

@@ -18,7 +18,7 @@ from django_leasejobs.models import Missed, Run, Schedule, Step, TaskAttempt
 from django_leasejobs.retention import PruneReport, prune
 from django_leasejobs.states import LIVE_STATUSES, RunStatus
 from tests.factories import MissedFactory, RunFactory, ScheduleFactory, StepFactory
-from tests.utils import statements
+from tests.utils import relations_to, statements
 
 DAY = timedelta(days=1)
 FINISHED = [RunStatus.DONE, RunStatus.FAILED, RunStatus.CANCELLED]
@@ -270,13 +270,7 @@ def test_s7_a_schedule_whose_last_run_is_pruned_keeps_existing_with_last_run_nul
 def test_s7_prune_handles_every_relation_to_run():
     # The run delete bypasses Django's collector, so a new foreign key to Run
     # must be handled in retention.py (or the delete fails on the constraint).
-    # include_hidden: Schedule.last_run has no reverse accessor (related_name="+").
-    relations = {
-        (rel.related_model, rel.field.name, rel.on_delete)
-        for rel in Run._meta.get_fields(include_hidden=True)
-        if rel.auto_created and not rel.concrete
-    }
-    assert relations == {
+    assert relations_to(Run) == {
         (Step, "run", models.CASCADE),
         (TaskAttempt, "run", models.CASCADE),
         (Schedule, "last_run", models.SET_NULL),

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
-from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -14,6 +13,7 @@ from django_leasejobs import RunStatus, pause, run_due_jobs
 from django_leasejobs.management.commands import leasejobs_status
 from django_leasejobs.models import Schedule
 from tests.factories import RunFactory, ScheduleFactory
+from tests.utils import as_json, status
 
 pytestmark = pytest.mark.django_db
 
@@ -31,16 +31,6 @@ def scheduled(define, frozen_clock):
         run_due_jobs(jobs=list(names))
 
     return make
-
-
-def status(*args):
-    out = StringIO()
-    call_command("leasejobs_status", *args, stdout=out)
-    return out.getvalue()
-
-
-def as_json(*args):
-    return json.loads(status("--json", *args))
 
 
 def line_of(output, first_cell):

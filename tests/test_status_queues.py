@@ -3,28 +3,15 @@ the note (SPEC W6), in the tables and under its own key of ``--json``."""
 
 from __future__ import annotations
 
-import json
-from io import StringIO
-
 import pytest
-from django.core.management import call_command
 
 from django_leasejobs import pause_queue, resume_queue
+from tests.utils import as_json, status
 
 pytestmark = pytest.mark.django_db
 
 #: The keys of --json before W6: a status without paused queues keeps exactly these.
 KEYS = {"now", "schedules", "runs", "stranded", "limits"}
-
-
-def status(*args):
-    out = StringIO()
-    call_command("leasejobs_status", *args, stdout=out)
-    return out.getvalue()
-
-
-def as_json(*args):
-    return json.loads(status("--json", *args))
 
 
 def test_w6_the_table_lists_each_paused_queue_with_who_when_and_the_note(frozen_clock):

@@ -22,6 +22,19 @@ def fresh(obj):
     return type(obj).objects.get(pk=obj.pk)
 
 
+def relations_to(model) -> set[tuple]:
+    """The foreign keys other models hold to *model*: ``(model, field name, on_delete)``.
+
+    Hidden ones included: ``Schedule.last_run`` has no reverse accessor
+    (``related_name="+"``), yet a delete of the row it points at must handle it.
+    """
+    return {
+        (rel.related_model, rel.field.name, rel.on_delete)
+        for rel in model._meta.get_fields(include_hidden=True)
+        if rel.auto_created and not rel.concrete
+    }
+
+
 def until(predicate, seconds: float, every: float = 0.05) -> bool:
     """Poll *predicate* until it holds or *seconds* pass; whether it held (one last look)."""
     import time
@@ -75,3 +88,43 @@ def nightly(define, name: str):
     define(name, lambda p: p.done(), schedule="0 3 * * *", timezone="Europe/Paris")
     run_due_jobs(jobs=[name])
     return Schedule.objects.get(job=name)
+
+
+def user_with(*codenames: str, username: str = "operator"):
+    """A staff user holding exactly the permissions *codenames* (the admin's access rules)."""
+    from django.contrib.auth.models import Permission, User
+
+    user = User.objects.create_user(username, password="pw", is_staff=True)
+    user.user_permissions.add(*Permission.objects.filter(codename__in=codenames))
+    return user
+
+
+def status(*args: str) -> str:
+    """What ``manage.py leasejobs_status <args>`` prints."""
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    out = StringIO()
+    call_command("leasejobs_status", *args, stdout=out)
+    return out.getvalue()
+
+
+def as_json(*args: str):
+    """``leasejobs_status --json <args>``, parsed."""
+    import json
+
+    return json.loads(status("--json", *args))
+
+
+def due_in_queue(queue: str, now, *ages: float, prefix: str = "m") -> None:
+    """Runs of ``tests.noop`` in *queue*, one due each of *ages* seconds before *now*
+    (a negative age: not yet due), named *prefix* and their number."""
+    from datetime import timedelta
+
+    from django_leasejobs import start
+    from django_leasejobs.models import Run
+
+    for n, age in enumerate(ages):
+        run = start("tests.noop", instance=f"{prefix}{n}", queue=queue).run
+        Run.objects.filter(pk=run.pk).update(next_attempt_at=now - timedelta(seconds=age))

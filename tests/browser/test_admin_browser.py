@@ -20,6 +20,8 @@ from django_leasejobs.models import Run, Schedule
 from django_leasejobs.states import FailureCode
 from tests.factories import RunFactory
 
+from .seeds import held_invoice_run, import_in_a_pass, last_nights_run
+
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
 
 RUNS = "/admin/leasejobs/run/"
@@ -42,27 +44,8 @@ def some_history():
         started_at=now - timedelta(hours=20),
         ended_at=now - timedelta(hours=19),
     )
-    RunFactory(
-        job="tests.nightly",
-        instance="default",
-        status="done",
-        cursor="null",
-        counters='{"rows": 1204}',
-        started_at=now - timedelta(hours=9),
-        ended_at=now - timedelta(hours=9) + timedelta(minutes=3, seconds=12),
-    )
-    RunFactory(
-        job="tests.walk",
-        instance="contacts:eu",
-        cursor='{"page": 31}',
-        counters='{"imported": 3100}',
-        progress_total=5000,
-        started_at=now - timedelta(minutes=12),
-        lease_owner="01JQ0LEASEOWNER00000000000",
-        lease_holder="worker-2:4182:1767225600",
-        lease_began_at=now - timedelta(seconds=20),
-        next_attempt_at=now + timedelta(minutes=4),
-    )
+    last_nights_run(now, cursor="null")
+    import_in_a_pass(now, "contacts:eu")
 
 
 def failed_import():
@@ -194,15 +177,7 @@ def test_operator_pauses_a_schedule_with_a_note_and_resumes_it(admin, define):
 
 def test_operator_releases_a_held_run(admin):
     some_history()
-    held = RunFactory(
-        job="tests.fragile",
-        instance="invoices:2026-03",
-        status="held",
-        failure_code="interrupted",
-        attempts=1,
-        cursor='{"invoice": 1042}',
-        counters='{"sent": 41}',
-    )
+    held = held_invoice_run()
 
     admin.open(RUNS)
     assert admin.messages("warning") == [

@@ -24,6 +24,7 @@ from django_leasejobs.states import Throttle
 from tests.factories import RunFactory, StepFactory
 
 from .conftest import PASSWORD
+from .seeds import held_invoice_run, import_in_a_pass, last_nights_run
 from .test_admin_confirmations import assert_styled_breadcrumbs
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
@@ -74,30 +75,11 @@ def change_page(run: Run) -> str:
     return f"{RUNS}{run.pk}/change/"
 
 
-def held_invoice_run() -> Run:
-    return RunFactory(
-        job="tests.fragile",
-        instance="invoices:2026-03",
-        status="held",
-        failure_code="interrupted",
-        attempts=1,
-        cursor='{"invoice": 1042}',
-        counters='{"sent": 41}',
-    )
-
-
 def a_busy_day() -> list[Run]:
     """Live runs waiting for each reason "next due" tells apart, and some history."""
     now = timezone.now()
     made = [
-        RunFactory(
-            job="tests.nightly",
-            instance="default",
-            status="done",
-            counters='{"rows": 1204}',
-            started_at=now - timedelta(hours=9),
-            ended_at=now - timedelta(hours=9) + timedelta(minutes=3, seconds=12),
-        ),
+        last_nights_run(now),
         RunFactory(
             job="tests.walk",
             instance="contacts:us",
@@ -131,18 +113,7 @@ def a_busy_day() -> list[Run]:
             updated_at=now,
             next_attempt_at=now + timedelta(seconds=40),
         ),
-        RunFactory(  # a worker holds it now
-            job="tests.walk",
-            instance="contacts:apac",
-            cursor='{"page": 31}',
-            counters='{"imported": 3100}',
-            progress_total=5000,
-            started_at=now - timedelta(minutes=12),
-            lease_owner="01JQ0LEASEOWNER00000000000",
-            lease_holder="worker-2:4182:1767225600",
-            lease_began_at=now - timedelta(seconds=20),
-            next_attempt_at=now + timedelta(minutes=4),
-        ),
+        import_in_a_pass(now, "contacts:apac"),  # a worker holds it now
         held_invoice_run(),
     ]
     return made
