@@ -3,7 +3,7 @@
     python benchmarks/drain.py [--runs 5000] [--workers 1 2] [--steps 10]
                                [--databases sqlite postgres [mariadb]]
                                [--concurrency 1 [4 ...]] [--io MS] [--cases noop steps]
-                               [--prepare] [--no-stats]
+                               [--prepare | --no-prepare] [--no-stats]
 
 For each database and worker count it measures two cases (see README.md):
 
@@ -167,6 +167,8 @@ def main(args: argparse.Namespace) -> int:
     began = time.monotonic()
     if args.prepare:
         os.environ["LEASEJOBS_BENCH_PREPARE"] = "1"  # every child reads it (benchmarks/settings.py)
+    if args.no_prepare:
+        os.environ["LEASEJOBS_BENCH_PREPARE"] = "0"
     if args.no_stats:
         os.environ["LEASEJOBS_BENCH_STATS"] = "0"  # the same: LEASEJOBS["STATS"] = False
     if args.io:
@@ -476,6 +478,11 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument(
         "--prepare", action="store_true", help='LEASEJOBS["PREPARE"] = True in every process'
+    )
+    parser.add_argument(
+        "--no-prepare",
+        action="store_true",
+        help='LEASEJOBS["PREPARE"] = False in every process (default: the package\'s, None)',
     )
     parser.add_argument(
         "--no-stats",

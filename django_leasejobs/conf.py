@@ -182,14 +182,16 @@ class _Conf:
         "idle --loop workers wake at once instead of at their next poll (W2).",
     )
 
-    PREPARE = Setting[bool](
-        False,
-        _bool,
-        "True or False",
+    PREPARE = Setting[bool | None](
+        None,
+        lambda value: value is None or type(value) is bool,
+        "None, True or False",
         "On PostgreSQL with psycopg 3, send start()'s insert and a pass's compare-and-set "
-        "statements as prepared statements, planned once per connection (§13). Leave it off "
-        "behind a transaction-pooling PgBouncer older than 1.21 or without "
-        "max_prepared_statements: prepared statements do not survive a change of server.",
+        "statements as prepared statements, planned once per connection (§13). None (the "
+        "default): outside transactions, on aliases without DISABLE_SERVER_SIDE_CURSORS, and "
+        "off for an alias in this process once a pooler loses one; True: always; False: never "
+        "(behind a transaction-pooling PgBouncer older than 1.21 or without "
+        "max_prepared_statements, prepared statements do not survive a change of server).",
     )
 
     LISTEN_DATABASE = Setting[str | None](

@@ -96,3 +96,87 @@ def test_s13_prepare_sends_the_same_statements_in_the_same_number(settings, defi
 def _verb(sql: str) -> str:
     """A statement's first word: its owners and times differ from run to run."""
     return sql.split(" ", maxsplit=1)[0]
+
+
+# -- PREPARE = None, the default: where it is safe -------------------------------------------
+
+
+@pytest.fixture
+def automatic(settings):
+    """``PREPARE`` left at its default, and no alias remembered as pooled after the test."""
+    settings.LEASEJOBS = {}
+    yield
+    prepared._LOST.clear()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_s13_by_default_ours_are_prepared_outside_a_transaction_and_never_inside(automatic):
+    if connection.vendor != "postgresql":
+        assert not prepared.prepares(connection)
+        return
+    connection.ensure_connection()
+    assert prepared.prepares(connection)
+    start("tests.noop", instance="outside")
+    assert any(s.startswith('INSERT INTO "leasejobs_run"') for s in _prepared_statements())
+    from django.db import transaction
+
+    with transaction.atomic():
+        # The caller's transaction: a statement a pooler lost would spoil it.
+        assert not prepared.prepares(connection)
+        start("tests.noop", instance="inside")
+    assert Run.objects.filter(instance__in=["outside", "inside"]).count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_s13_by_default_an_alias_marked_for_a_pooler_is_not_prepared(automatic, monkeypatch):
+    if connection.vendor != "postgresql":
+        return
+    connection.ensure_connection()
+    monkeypatch.setitem(connection.settings_dict, "DISABLE_SERVER_SIDE_CURSORS", True)
+    assert not prepared.prepares(connection)
+    start("tests.noop", instance="pooled")
+    assert not [s for s in _prepared_statements() if "leasejobs_run" in s]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_s13_a_statement_a_pooler_lost_is_sent_again_unprepared_and_preparing_stops(
+    automatic, caplog
+):
+    """What a transaction-pooling PgBouncer before 1.21 does, played by the server itself:
+    the statement psycopg prepared is gone (``DEALLOCATE ALL`` on Django's own cursor,
+    which psycopg does not watch), so its next EXECUTE fails. Nothing ran: the start goes
+    through unprepared, once, and the alias is never prepared again in this process."""
+    if connection.vendor != "postgresql":
+        return
+    start("tests.noop", instance="first")  # the insert, prepared
+    assert any(s.startswith('INSERT INTO "leasejobs_run"') for s in _prepared_statements())
+    with connection.cursor() as cursor:
+        cursor.execute("DEALLOCATE ALL")
+    with caplog.at_level("WARNING", logger="django_leasejobs"):
+        second = start("tests.noop", instance="second")
+        third = start("tests.noop", instance="third")
+    assert not second.joined
+    assert not third.joined
+    assert Run.objects.filter(instance__in=["first", "second", "third"]).count() == 3
+    warned = [r.getMessage() for r in caplog.records if "Prepared statements" in r.getMessage()]
+    assert len(warned) == 1, warned
+    assert "'default'" in warned[0]
+    assert "PREPARE" in warned[0]
+    assert not prepared.prepares(connection)
+    assert not [s for s in _prepared_statements() if "leasejobs_run" in s]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_s13_with_prepare_true_a_lost_statement_is_the_callers_error(settings):
+    """``True`` is the site's word that nothing between loses them: no second guess."""
+    if connection.vendor != "postgresql":
+        return
+    from django.db import ProgrammingError
+
+    settings.LEASEJOBS = {"PREPARE": True}
+    start("tests.noop", instance="first")
+    with connection.cursor() as cursor:
+        cursor.execute("DEALLOCATE ALL")
+    with pytest.raises(ProgrammingError, match="does not exist"):
+        start("tests.noop", instance="second")
+    assert not Run.objects.filter(instance="second").exists()
