@@ -101,6 +101,8 @@ class Claims:
     def __init__(self) -> None:
         self._held: dict[str, tuple[str, Claimed]] = {}
         self._lock = threading.Lock()
+        #: Held while claims are being given back, until the release has committed.
+        self._returning = threading.Lock()
 
     def __bool__(self) -> bool:
         return bool(self._held)
@@ -124,6 +126,10 @@ class Claims:
         claimed = self.pop(run_id)
         if claimed is not None or len(batch) < 2:
             return claimed, False
+        # The keeper may be giving the claims behind a long pass back right now: claimed
+        # again before that release commits, they would read as another worker's (lost).
+        with self._returning:
+            pass
         self.claim(batch, spec)
         claimed = self.pop(run_id)
         return claimed, claimed is None
@@ -161,17 +167,18 @@ class Claims:
     def give_back(self) -> int:
         """Release every claim not reached; never fails the drive. Returns how many."""
         by_prefix: dict[str, list[str]] = defaultdict(list)
-        with self._lock:
-            for run_id, (prefix, _claimed) in self._held.items():
-                by_prefix[prefix].append(run_id)
-            self._held.clear()
-        given = 0
-        try:
-            for prefix, run_ids in by_prefix.items():
-                given += give_back(prefix, run_ids)
-        except DatabaseError as exc:
-            # Their leases simply expire; never begun, they cost nothing then either.
-            logger.warning("Claims made ahead could not be given back: %s", describe(exc))
+        with self._returning:
+            with self._lock:
+                for run_id, (prefix, _claimed) in self._held.items():
+                    by_prefix[prefix].append(run_id)
+                self._held.clear()
+            given = 0
+            try:
+                for prefix, run_ids in by_prefix.items():
+                    given += give_back(prefix, run_ids)
+            except DatabaseError as exc:
+                # Their leases simply expire; never begun, they cost nothing then either.
+                logger.warning("Claims made ahead could not be given back: %s", describe(exc))
         return given
 
 
