@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from typing import TYPE_CHECKING, NamedTuple
 
 from django.db import DatabaseError
@@ -109,6 +109,34 @@ class Walk:
         left = self.limit - self.report.attempted - self.in_flight
         most = min(pace.batch(spec, threads), room, left)
         return self.claims.turn(key.id, _fresh(self.keys, self.position - 1, spec, most), spec)
+
+    def stretch(self, key: DueKey, spec: Job, most: int, busy: Container[str] = ()) -> list[DueKey]:
+        """*key*, and up to *most* - 1 runs after it for one thread to claim at once (W5, §13).
+
+        Only *key* unless *spec*'s passes are short: then as many as wait no
+        longer than :data:`~.pacing.AHEAD_WAIT` behind each other on one
+        thread, within *most* and the drive's limit, all fresh runs of *spec*
+        in a row (a takeover is claimed alone, L3). They are taken off the
+        snapshot, and so are the runs in *busy* among them (already handed
+        to a thread, not claimed yet).
+        """
+        left = self.limit - self.report.attempted - self.in_flight
+        most = min(pace.batch(spec), most, left)
+        if most < 2 or key.took_over:
+            return [key]
+        taken = [key]
+        while len(taken) < most and self.position < len(self.keys):
+            after = self.keys[self.position]
+            if after.job != spec.name or after.took_over:
+                break
+            if after.id not in busy:
+                taken.append(after)
+            self.position += 1
+        return taken
+
+    def left(self) -> int:
+        """How many runs of the snapshot are still ahead of the walk."""
+        return len(self.keys) - self.position
 
     def lost(self) -> None:
         """A claim went to another worker: go on further along the snapshot (:func:`_away`)."""

@@ -1,30 +1,40 @@
-"""The pool side of a drive (SPEC W5): the snapshot's runs claimed here, their passes on threads.
+"""The pool side of a drive (SPEC W5): the snapshot walked here, its runs' passes on threads.
 
 A :class:`Dispatcher` walks a drive's snapshot (:class:`~.dispatch.Walk`) in
-its order and claims each run, as a drive always has, but hands the run's
-passes to a :class:`~.pool.Pool` of threads -- each with a database
-connection of its own, each pass under its own owner token -- and goes on
-while they run: up to N passes at once, every rule of a pass unchanged. A
-slow pass holds one thread, never the runs behind it while another is free.
+its order and hands each run's passes to a :class:`~.pool.Pool` of threads
+-- each with a database connection of its own, each pass under its own
+owner token -- and goes on while they run: up to N passes at once, every
+rule of a pass unchanged. A slow pass holds one thread, never the runs
+behind it while another is free.
+
+Who claims depends on how long the job's passes are (:mod:`.pacing`). A run
+of a job with slow or unknown passes is claimed here, alone, and handed to a
+thread claimed (L2). The runs of a job whose passes are short are handed
+over as a *stretch*: a few of them in a row, which the thread claims in one
+statement on its own connection and drives one after another, exactly as a
+drive at ``concurrency=1`` drives its claims made ahead (§13). So the
+claims' round trips overlap with the other threads' passes instead of
+queueing on this thread, a stretch waiting for a thread holds no lease, and
+the dispatcher's own work is one hand-off per stretch, not per pass.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 from django.db import DatabaseError
 
-from .admission import claim
 from .dispatch import DueKey, Walk, drive
 from .errors import connection_lost, describe
 from .leases import Claimed
 from .outcome import Outcome
-from .pacing import pace
+from .pacing import Claims, pace
 from .pool import Pool
 from .report import Note
-from .store.ahead import let_go
 
 if TYPE_CHECKING:
     from .registry import Job
@@ -45,8 +55,40 @@ class _Ran(NamedTuple):
     #: A database error driving the run, and whether that thread's connection is gone.
     error: DatabaseError | None = None
     lost: bool = False
-    #: The claim made ahead could no longer begin when a thread took it: given back (L2).
-    given_back: bool = False
+    #: No pass began: the drive was stopping, or a claim made ahead was given back (L2).
+    skipped: bool = False
+    #: Whether this process held the run's claim (a stretch's claim may go elsewhere).
+    won: bool = True
+
+
+#: A run of a stretch whose claim went to another worker.
+_NOT_WON = _Ran([], 0.0, won=False)
+#: A run whose pass never began here, uncharged (L2).
+_SKIPPED = _Ran([], 0.0, skipped=True)
+
+
+class _Unclaimed:
+    """The ids of the runs handed to the pool whose thread has not claimed them yet.
+
+    The dispatcher adds them and the threads take theirs out as they claim
+    (and the dispatcher when it collects), so both hold the lock.
+    """
+
+    def __init__(self) -> None:
+        self._ids: set[str] = set()
+        self._lock = threading.Lock()
+
+    def __contains__(self, run_id: object) -> bool:
+        with self._lock:
+            return run_id in self._ids
+
+    def add(self, keys: list[DueKey]) -> None:
+        with self._lock:
+            self._ids.update(key.id for key in keys)
+
+    def discard(self, keys: list[DueKey]) -> None:
+        with self._lock:
+            self._ids.difference_update(key.id for key in keys)
 
 
 class Dispatcher:
@@ -66,8 +108,10 @@ class Dispatcher:
         self.pool = Pool(concurrency, backlog=concurrency)
         #: Whether the last drive handed any pass to a thread: it did work (W1, W3).
         self.dispatched = False
-        #: The passes in flight: their run, and the drive they were started in.
-        self._flying: dict[int, tuple[DueKey, Walk]] = {}
+        #: The calls in flight: their runs, and the drive they were started in.
+        self._flying: dict[int, tuple[list[DueKey], Walk]] = {}
+        #: The runs handed to a thread that has not claimed them yet (in the backlog).
+        self._handed = _Unclaimed()
         self._tokens = 0
 
     def drive(self, state: Walk, *, wait: bool) -> None:
@@ -75,17 +119,18 @@ class Dispatcher:
         self.dispatched = False
         self._collect(state, timeout=0)
         while not state.stop():
-            # Every thread busy: the next run goes to the backlog only if its job's passes
-            # are short (§13: it waits a share of one); else it waits for a thread.
+            # Every thread busy: the next run waits in the backlog only as a stretch, which
+            # holds no claim until a thread takes it; a claimed run waits for a free thread.
             if not self.pool.room() or (not self.pool.free() and not self._short(state)):
-                # Claims held for the next runs wait for a thread: given back if that takes
-                # long, as behind a long pass at concurrency 1 (pacing.Keeper, §13).
-                with state.claims.watch():
-                    self._collect(state, timeout=WAIT_SLICE)
+                self._collect(state, timeout=WAIT_SLICE)
                 continue
             key = state.next()
             if key is None:
                 break
+            if key.id in self._handed:
+                # Handed to a thread by an earlier drive and waiting for it, unclaimed, so
+                # still due in this drive's snapshot: not handed over twice.
+                continue
             self._start(state, key)
             self._collect(state, timeout=0)
         if wait:
@@ -93,9 +138,9 @@ class Dispatcher:
         state.finish()
 
     def _short(self, state: Walk) -> bool:
-        """Whether the next run's job has passes short enough to queue behind the threads."""
+        """Whether the next run's job has passes short enough to go as a stretch."""
         key = state.peek()
-        return key is not None and pace.batch(state.by_name[key.job], self.pool.size) > 1
+        return key is not None and pace.batch(state.by_name[key.job]) > 1
 
     def finish(self, state: Walk) -> None:
         """Wait for every pass in flight, counting each in *state*'s report."""
@@ -110,55 +155,58 @@ class Dispatcher:
         self.pool.close()
 
     def _start(self, state: Walk, key: DueKey) -> None:
-        """Claim *key*'s run here (L2), and hand its passes to a free thread."""
+        """Hand *key*'s run to a thread, alone or as the head of a stretch, to claim there."""
         spec = state.by_name[key.job]
-        try:
-            # Short passes: claim for the free threads and one more round of them, so a
-            # thread that frees finds its next run claimed already (§13: sized to the pool).
-            room = self.pool.free() + self.pool.size
-            claimed, lost = state.take(key, spec, room=room, threads=self.pool.size)
-            if claimed is None and not lost:
-                claimed = claim(key.id, spec, took_over=key.took_over)
-                lost = claimed is None
-        except DatabaseError as exc:
-            state.failed(key, exc, connection_lost(state.using))
-            return
-        if lost:
-            if not state.claims:  # the batch won nothing: another worker is on this stretch
-                state.lost()
-            return
-        state.in_flight += 1
+        # Idle threads share what is left rather than one of them driving it all in turn.
+        free = self.pool.free()
+        most = -(-(state.left() + 1) // free) if free else len(state.keys)
+        stretch = state.stretch(key, spec, most, self._handed)
+        handed = self._handed
+        if len(stretch) > 1:
+            self._submit(state, stretch, lambda: _stretch(state, stretch, spec, handed))
+        else:  # the thread claims it (L2), or takes it over (L3)
+            self._submit(state, [key], lambda: [_alone(state, key, spec, handed)])
+
+    def _submit(self, state: Walk, keys: list[DueKey], call: Callable[[], list[_Ran]]) -> None:
+        state.in_flight += len(keys)
+        self._handed.add(keys)
         self.dispatched = True
         self._tokens += 1
-        self._flying[self._tokens] = (key, state)
-        self.pool.submit(self._tokens, lambda: _timed(state, key, spec, claimed))
+        self._flying[self._tokens] = (keys, state)
+        self.pool.submit(self._tokens, call)
 
     def _collect(self, state: Walk, *, timeout: float) -> None:
         """Count the passes that ended in *state*: the drive in progress (W5)."""
         for done in self.pool.wait(timeout=timeout):
-            key, began_in = self._flying.pop(done.tag)
-            began_in.in_flight -= 1
+            keys, began_in = self._flying.pop(done.tag)
+            began_in.in_flight -= len(keys)
+            self._handed.discard(keys)
             if done.error is not None:  # a bug: nothing one run does stops the drive (R9)
-                logger.error("Run id=%s could not be driven", key.id, exc_info=done.error)
-                state.report.errors.append(Note(key.id, describe(done.error)))
+                logger.error("Run id=%s could not be driven", keys[0].id, exc_info=done.error)
+                state.report.errors.append(Note(keys[0].id, describe(done.error)))
                 continue
-            ran: _Ran = done.value
-            if ran.given_back:
-                continue  # claimed ahead, its turn came too late to begin: uncharged
-            if ran.error is not None:
-                state.failed(key, ran.error, ran.lost)
-                continue
-            if not ran.outcomes:
-                state.lost()
-            state.tally(key, ran.outcomes, ran.seconds)
+            ran: list[_Ran] = done.value
+            if not any(one.won for one in ran):
+                state.lost()  # another worker is on this stretch of the due order
+            for key, one in zip(keys, ran, strict=True):
+                if one.error is not None:
+                    state.failed(key, one.error, one.lost)
+                elif not one.skipped and one.won:
+                    if not one.outcomes:
+                        state.lost()
+                    state.tally(key, one.outcomes, one.seconds)
+
+
+def _alone(state: Walk, key: DueKey, spec: Job, handed: _Unclaimed) -> _Ran:
+    """On a pool thread: claim *key*'s run (L2) or take it over (L3), and drive it."""
+    handed.discard([key])  # from here on a claim, or the other worker's, keeps it from a drive
+    if state.stop():  # it waited for a thread while the drive was told to stop (W5)
+        return _SKIPPED
+    return _timed(state, key, spec, None)
 
 
 def _timed(state: Walk, key: DueKey, spec: Job, claimed: Claimed | None) -> _Ran:
     """On a pool thread: drive the run, and say how long it took (for :mod:`.pacing`)."""
-    if claimed is not None and not claimed.countdown.can_begin():
-        # It waited in the backlog past L4's margin: given back uncharged, never a miss (L5).
-        let_go(key.id, claimed.owner)
-        return _Ran([], 0.0, given_back=True)
     started = time.monotonic()
     try:
         outcomes = drive(state, key, spec, claimed)
@@ -166,3 +214,42 @@ def _timed(state: Walk, key: DueKey, spec: Job, claimed: Claimed | None) -> _Ran
         # Asked here: the error was on this thread's connection (D4).
         return _Ran([], 0.0, exc, connection_lost(state.using))
     return _Ran(outcomes, time.monotonic() - started)
+
+
+def _stretch(
+    state: Walk, keys: list[DueKey], spec: Job, handed: _Unclaimed | None = None
+) -> list[_Ran]:
+    """On a pool thread: claim *keys*' runs in one statement, then drive them in turn (§13).
+
+    As :func:`~.dispatch.walk` drives its claims made ahead: a claim whose
+    turn comes too late to begin is given back, and the keeper gives back
+    those behind a pass that runs long; once the drive is told to stop, no
+    further pass begins and the rest are given back, uncharged (W5).
+    """
+    claims = Claims()
+    try:
+        claims.claim([key.id for key in keys], spec)
+    except DatabaseError as exc:
+        if handed is not None:
+            handed.discard(keys)
+        return [_Ran([], 0.0, exc, connection_lost(state.using)), *[_NOT_WON] * (len(keys) - 1)]
+    won = claims.held()
+    if handed is not None:
+        # Claimed now, or another worker's: a drive's snapshot no longer reads them as due,
+        # and one given back from here on is due for any drive to hand over again.
+        handed.discard(keys)
+    ran: list[_Ran] = []
+    try:
+        for key in keys:
+            if key.id not in won:
+                ran.append(_NOT_WON)
+            elif state.stop() or any(one.lost for one in ran):
+                ran.append(_SKIPPED)  # no new pass once stopping, nor on a lost connection
+            elif (claimed := claims.pop(key.id)) is None:
+                ran.append(_SKIPPED)  # by the keeper, or its share of the lease ran out
+            else:
+                with claims.watch():
+                    ran.append(_timed(state, key, spec, claimed))
+    finally:
+        claims.give_back()  # whatever was not reached: due again at once, uncharged (L2)
+    return ran

@@ -107,6 +107,11 @@ class Claims:
     def __bool__(self) -> bool:
         return bool(self._held)
 
+    def held(self) -> set[str]:
+        """The ids of the runs whose claims are held."""
+        with self._lock:
+            return set(self._held)
+
     def claim(self, run_ids: list[str], spec: Job) -> None:
         lease = spec.effective_lease
         sent = Countdown.now()  # the round trip counts against the claims (L1)
@@ -199,13 +204,18 @@ class Keeper:
 
     def watch(self, claims: Claims) -> None:
         with self._ready:
+            idle = not self._watched
             self._watched[claims] = time.monotonic() + GIVE_BACK_AFTER.total_seconds()
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(
                     target=self._keep, name="leasejobs-claims-keeper", daemon=True
                 )
                 self._thread.start()
-            self._ready.notify()
+            # Woken only from its wait without a deadline: any other deadline it waits
+            # for is earlier than this one (each is now + GIVE_BACK_AFTER), so a pass of
+            # every pool thread does not wake it for nothing.
+            if idle:
+                self._ready.notify()
 
     def unwatch(self, claims: Claims) -> None:
         with self._ready:

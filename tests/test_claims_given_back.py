@@ -15,7 +15,7 @@ from django_leasejobs import RunStatus, start
 from django_leasejobs.models import Run
 from tests.models import PassLog
 from tests.processes import django_command
-from tests.utils import stop_worker, until
+from tests.utils import stop_worker, until, waited_out
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -40,12 +40,7 @@ def test_s13_runs_claimed_behind_a_long_pass_are_given_back_to_an_idle_worker():
         for worker in (first, second):
             if worker is not None:
                 stop_worker(worker)
-    slow_pass = PassLog.objects.get(run_id=slow.pk)
-    began = dict(
-        PassLog.objects.filter(run_id__in=[r.pk for r in after]).values_list("run_id", "started_ns")
-    )
-    assert len(began) == len(after)
-    waited = [run.instance for run in after if began[run.pk] > slow_pass.ended_ns]
+    waited = waited_out(slow, after)
     # Before: the runs claimed behind the slow pass began only once it had ended.
     assert not waited, f"{waited} waited out the {SLOW} s pass"
     charged = Run.objects.filter(pk__in=[r.pk for r in after], attempts__gt=0)

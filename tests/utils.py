@@ -128,3 +128,18 @@ def due_in_queue(queue: str, now, *ages: float, prefix: str = "m") -> None:
     for n, age in enumerate(ages):
         run = start("tests.noop", instance=f"{prefix}{n}", queue=queue).run
         Run.objects.filter(pk=run.pk).update(next_attempt_at=now - timedelta(seconds=age))
+
+
+def waited_out(slow, after) -> list[str]:
+    """The instances of the runs *after* whose logged pass began only once *slow*'s ended.
+
+    Every one of them must have a pass in ``PassLog`` (the handlers' own log).
+    """
+    from tests.models import PassLog
+
+    slow_pass = PassLog.objects.get(run_id=slow.pk)
+    began = dict(
+        PassLog.objects.filter(run_id__in=[r.pk for r in after]).values_list("run_id", "started_ns")
+    )
+    assert len(began) == len(after), f"{len(after) - len(began)} of the runs never began"
+    return [run.instance for run in after if began[run.pk] > slow_pass.ended_ns]

@@ -30,7 +30,7 @@ from .base import alias, conflicts_retried, notify, now, runs
 from .claims import read_claimed
 from .sql import AS_IS, KEY, Slots, Statement, returns_rows
 
-__all__ = ["OWNED_FROM", "Ahead", "give_back", "let_go", "owner_of", "take_ahead"]
+__all__ = ["OWNED_FROM", "Ahead", "give_back", "owner_of", "take_ahead"]
 
 #: A token claimed ahead is the batch's prefix, then the run's id from here on
 #: (a ULID's last 16 characters, its random part): 26 characters in all.
@@ -120,24 +120,3 @@ def give_back(prefix: str, run_ids: list[str]) -> int:
         if given:
             notify(alias())
     return given
-
-
-@conflicts_retried
-def let_go(run_id: str, owner: str) -> bool:
-    """Release one claim that was never begun, under its exact *owner*: due now, uncharged (L2).
-
-    For a claim whose turn came too late to begin (L4's margin gone while it
-    waited for a thread): given back, never counted as an admission miss (L5).
-    """
-    at = now()
-    with transaction.atomic(using=alias()):
-        given = (
-            runs()
-            .filter(pk=run_id)
-            .held_by_any([owner])
-            .unbegun()
-            .update(lease_owner=None, next_attempt_at=at, updated_at=at)
-        )
-        if given:
-            notify(alias())
-    return bool(given)
