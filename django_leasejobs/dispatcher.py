@@ -32,7 +32,7 @@ from .dispatch import DueKey, Walk, drive
 from .errors import connection_lost, describe
 from .leases import Claimed
 from .outcome import Outcome
-from .pacing import Claims, pace
+from .pacing import Claims
 from .pool import Pool
 from .report import Note
 
@@ -119,9 +119,10 @@ class Dispatcher:
         self.dispatched = False
         self._collect(state, timeout=0)
         while not state.stop():
-            # Every thread busy: the next run waits in the backlog only as a stretch, which
-            # holds no claim until a thread takes it; a claimed run waits for a free thread.
-            if not self.pool.room() or (not self.pool.free() and not self._short(state)):
+            # Every thread busy and the backlog full. A call waiting in the backlog holds
+            # no claim -- its thread claims when it takes it -- so a thread that frees
+            # starts its next pass at once, and no lease waits out a slow pass.
+            if not self.pool.room():
                 self._collect(state, timeout=WAIT_SLICE)
                 continue
             key = state.next()
@@ -136,11 +137,6 @@ class Dispatcher:
         if wait:
             self.finish(state)
         state.finish()
-
-    def _short(self, state: Walk) -> bool:
-        """Whether the next run's job has passes short enough to go as a stretch."""
-        key = state.peek()
-        return key is not None and pace.batch(state.by_name[key.job]) > 1
 
     def finish(self, state: Walk) -> None:
         """Wait for every pass in flight, counting each in *state*'s report."""

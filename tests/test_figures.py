@@ -42,6 +42,25 @@ def test_o2_o4_attention_counts_held_stalled_throttled_and_overdue(frozen_clock)
     assert figures.live == {"held": 1, "running": 3}
 
 
+def test_s6_o2_stalled_counts_each_run_against_its_own_jobs_stall_after(define, frozen_clock):
+    """Counted by the database: a job's own ``stall_after``, shorter or longer than
+    ``STALL_AFTER``, and the default for a job without one or not registered here."""
+    now = frozen_clock.now()
+    define("t.stall.quick", lambda p: p.done(), stall_after=timedelta(minutes=5))
+    define("t.stall.slow", lambda p: p.done(), stall_after=timedelta(days=2))
+    ages = {
+        "t.stall.quick": [timedelta(minutes=10), timedelta(minutes=1)],  # 1 stalled
+        "t.stall.slow": [timedelta(days=1), timedelta(days=3)],  # 1 stalled
+        "tests.noop": [timedelta(hours=1), timedelta(minutes=1)],  # 1 stalled (the default, 15 min)
+        "gone.elsewhere": [timedelta(hours=2)],  # not registered here: the default, 1
+    }
+    for job, started in ages.items():
+        for age in started:
+            RunFactory(job=job, started_at=now - age)
+    RunFactory(job="t.stall.quick", status=RunStatus.DONE, started_at=now - timedelta(days=9))
+    assert attention(now).stalled == 4
+
+
 def _stat(minute, outcome="completed", count=1, **extra):
     return PassStat.objects.create(
         minute=minute, job="t.f", queue="q", outcome=outcome, count=count, **extra

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import router
-from django.db.models import Count, Min
+from django.db.models import Count, Min, Q
 
 from django_leasejobs.clock import get_clock
 from django_leasejobs.conf import conf
@@ -128,14 +128,25 @@ def stalled_before(job: str) -> timedelta:
 
 
 def _stalled(now: datetime) -> int:
-    """Running runs live longer than their job's ``stall_after`` (S6), at most a bounded read."""
-    shortest = min([stalled_before(spec.name) for spec in registry] + [conf.STALL_AFTER])
-    old = (
-        runs()
-        .filter(status=RunStatus.RUNNING, started_at__lt=now - shortest)
-        .values_list("job", "started_at")[:STALLED_SCAN_MAX]
-    )
-    return sum(1 for job, started in old if now - started > stalled_before(job))
+    """Running runs live longer than their job's ``stall_after`` (S6), counted by the database.
+
+    One count over the running runs (the status index), at most
+    :data:`STALLED_SCAN_MAX` of them: each job's own ``stall_after`` is a
+    condition on ``started_at``, one per distinct time, and every other job
+    (the default, or one this process does not register) has
+    ``STALL_AFTER``'s. Counted here row by row instead, a few thousand
+    running runs cost a scrape tens of milliseconds of parsing dates.
+    """
+    own: dict[timedelta, list[str]] = {}
+    for spec in registry:
+        if spec.stall_after:
+            own.setdefault(spec.stall_after, []).append(spec.name)
+    named = [name for names in own.values() for name in names]
+    past = Q(started_at__lt=now - conf.STALL_AFTER) & ~Q(job__in=named)
+    for after, names in own.items():
+        past |= Q(job__in=names, started_at__lt=now - after)
+    old = runs().filter(past, status=RunStatus.RUNNING).values("pk")[:STALLED_SCAN_MAX]
+    return old.count()
 
 
 def named_queues() -> set[str]:
