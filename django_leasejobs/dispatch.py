@@ -28,7 +28,7 @@ from .execute import drive_run
 from .leases import Claimed
 from .limited import Limited
 from .outcome import Outcome
-from .pacing import Claims, pace
+from .pacing import STRETCH_MAX, Claims, pace
 from .report import DriveReport, Note
 from .states import PassOutcome
 from .stats import aggregate, lost_observers
@@ -97,17 +97,14 @@ class Walk:
         """The run :meth:`next` would look at first, without taking it."""
         return self.keys[self.position] if self.position < len(self.keys) else None
 
-    def take(
-        self, key: DueKey, spec: Job, room: int, threads: int = 1
-    ) -> tuple[Claimed | None, bool]:
+    def take(self, key: DueKey, spec: Job, room: int) -> tuple[Claimed | None, bool]:
         """Claim *key*'s run -- with up to *room* runs after it when passes are short (§13).
 
-        *threads* passes at once share the wait of the runs claimed ahead
-        (W5). Returns the claim (``None``: the pass claims it itself) and
-        whether it was lost to another worker.
+        Returns the claim (``None``: the pass claims it itself) and whether
+        it was lost to another worker.
         """
         left = self.limit - self.report.attempted - self.in_flight
-        most = min(pace.batch(spec, threads), room, left)
+        most = min(pace.batch(spec), room, left)
         return self.claims.turn(key.id, _fresh(self.keys, self.position - 1, spec, most), spec)
 
     def stretch(self, key: DueKey, spec: Job, most: int, busy: Container[str] = ()) -> list[DueKey]:
@@ -121,7 +118,7 @@ class Walk:
         to a thread, not claimed yet).
         """
         left = self.limit - self.report.attempted - self.in_flight
-        most = min(pace.batch(spec), most, left)
+        most = min(pace.batch(spec, most=STRETCH_MAX), most, left)
         if most < 2 or key.took_over:
             return [key]
         taken = [key]

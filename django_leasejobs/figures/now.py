@@ -146,7 +146,8 @@ def _stalled(now: datetime) -> int:
     for after, names in own.items():
         past |= Q(job__in=names, started_at__lt=now - after)
     old = runs().filter(past, status=RunStatus.RUNNING).values("pk")[:STALLED_SCAN_MAX]
-    return old.count()
+    stalled: int = old.count()
+    return stalled
 
 
 def named_queues() -> set[str]:
