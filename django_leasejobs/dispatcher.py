@@ -103,8 +103,8 @@ class Dispatcher:
     """
 
     def __init__(self, concurrency: int) -> None:
-        # A backlog of one call per thread: a thread that frees starts the next run
-        # claimed ahead at once, not after the dispatcher's own round trip (§13).
+        # A backlog of one call per thread: a thread that frees starts its next run at
+        # once, not after the dispatcher's own round trip (§13). It holds no lease.
         self.pool = Pool(concurrency, backlog=concurrency)
         #: Whether the last drive handed any pass to a thread: it did work (W1, W3).
         self.dispatched = False
@@ -157,7 +157,7 @@ class Dispatcher:
         free = self.pool.free()
         most = -(-(state.left() + 1) // free) if free else len(state.keys)
         stretch = state.stretch(key, spec, most, self._handed)
-        handed = self._handed
+        handed = self._handed  # what the call, on its thread, takes its runs out of
         if len(stretch) > 1:
             self._submit(state, stretch, lambda: _stretch(state, stretch, spec, handed))
         else:  # the thread claims it (L2), or takes it over (L3)
