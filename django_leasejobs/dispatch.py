@@ -93,10 +93,6 @@ class Walk:
             return key
         return None
 
-    def peek(self) -> DueKey | None:
-        """The run :meth:`next` would look at first, without taking it."""
-        return self.keys[self.position] if self.position < len(self.keys) else None
-
     def take(self, key: DueKey, spec: Job, room: int) -> tuple[Claimed | None, bool]:
         """Claim *key*'s run -- with up to *room* runs after it when passes are short (§13).
 

@@ -7,15 +7,15 @@ owner token -- and goes on while they run: up to N passes at once, every
 rule of a pass unchanged. A slow pass holds one thread, never the runs
 behind it while another is free.
 
-Who claims depends on how long the job's passes are (:mod:`.pacing`). A run
-of a job with slow or unknown passes is claimed here, alone, and handed to a
-thread claimed (L2). The runs of a job whose passes are short are handed
-over as a *stretch*: a few of them in a row, which the thread claims in one
-statement on its own connection and drives one after another, exactly as a
-drive at ``concurrency=1`` drives its claims made ahead (§13). So the
-claims' round trips overlap with the other threads' passes instead of
-queueing on this thread, a stretch waiting for a thread holds no lease, and
-the dispatcher's own work is one hand-off per stretch, not per pass.
+The threads claim, each on its own connection; this thread only hands the
+runs out. A run of a job with slow or unknown passes goes alone, and its
+thread claims it (L2) or takes it over (L3). The runs of a job whose passes
+are short go as a *stretch*: a few of them in a row, which the thread claims
+in one statement and drives one after another, exactly as a drive at
+``concurrency=1`` drives its claims made ahead (§13). So the claims' round
+trips overlap with the other threads' passes instead of queueing here, a
+call waiting in the backlog holds no lease, and the dispatcher's own work is
+one hand-off per call, not per pass.
 """
 
 from __future__ import annotations
@@ -212,9 +212,7 @@ def _timed(state: Walk, key: DueKey, spec: Job, claimed: Claimed | None) -> _Ran
     return _Ran(outcomes, time.monotonic() - started)
 
 
-def _stretch(
-    state: Walk, keys: list[DueKey], spec: Job, handed: _Unclaimed | None = None
-) -> list[_Ran]:
+def _stretch(state: Walk, keys: list[DueKey], spec: Job, handed: _Unclaimed) -> list[_Ran]:
     """On a pool thread: claim *keys*' runs in one statement, then drive them in turn (§13).
 
     As :func:`~.dispatch.walk` drives its claims made ahead: a claim whose
@@ -226,14 +224,12 @@ def _stretch(
     try:
         claims.claim([key.id for key in keys], spec)
     except DatabaseError as exc:
-        if handed is not None:
-            handed.discard(keys)
+        handed.discard(keys)
         return [_Ran([], 0.0, exc, connection_lost(state.using)), *[_NOT_WON] * (len(keys) - 1)]
     won = claims.held()
-    if handed is not None:
-        # Claimed now, or another worker's: a drive's snapshot no longer reads them as due,
-        # and one given back from here on is due for any drive to hand over again.
-        handed.discard(keys)
+    # Claimed now, or another worker's: a drive's snapshot no longer reads them as due,
+    # and one given back from here on is due for any drive to hand over again.
+    handed.discard(keys)
     ran: list[_Ran] = []
     try:
         for key in keys:

@@ -22,7 +22,7 @@ import pytest
 from django_leasejobs import RunStatus, pacing, run_due_jobs, start, start_many
 from django_leasejobs import driver as driver_module
 from django_leasejobs.dispatch import DueKey, Walk
-from django_leasejobs.dispatcher import _stretch
+from django_leasejobs.dispatcher import _stretch, _Unclaimed
 from django_leasejobs.models import Run
 from django_leasejobs.pacing import BATCH_MAX, STRETCH_MAX, pace
 from django_leasejobs.report import DriveReport
@@ -126,7 +126,7 @@ def test_w5_l2_a_stretch_told_to_stop_begins_no_more_and_gives_the_rest_back(
     spec, began = _counting(define, drive, "t.stretch.stop")
     runs = [start(spec, instance=f"s{n}").run for n in range(BATCH_MAX)]
     keys = [DueKey(run.pk, spec.name, took_over=False) for run in runs]
-    ran = _stretch(_walk(spec, stop=lambda: len(began) >= 2), keys, spec)
+    ran = _stretch(_walk(spec, stop=lambda: len(began) >= 2), keys, spec, _Unclaimed())
     assert began == [run.pk for run in runs[:2]]  # stopped after two passes of ten
     assert [len(one.outcomes) for one in ran] == [1, 1] + [0] * (BATCH_MAX - 2)
     assert all(one.skipped for one in ran[2:])
