@@ -2,11 +2,14 @@
 
 :func:`claim` takes the run for one pass under a fresh owner token (L2);
 :func:`admit` turns that claim into the pass's :class:`~.leases.Lease` once
-BEGIN has written (L4), the commitment point after which the handler runs
-whatever happens. Before it, a claim may still end without the handler:
-a takeover of a job not safe to repeat is held (L3), one that spent the
-retry policy fails, a claim that cannot begin in time is a miss (L5), and a
-limited job's pass that finds no slot or rate token is throttled (C2, C3).
+BEGIN has written (L4) -- sent on its own, or carried in the commit of the
+pass before it (:mod:`.follower`) -- the commitment point after which the
+handler runs whatever happens. Before it, a claim may still end without the
+handler: a takeover of a job not safe to repeat is held (L3), one that spent
+the retry policy fails, a claim that cannot begin in time is a miss (L5),
+and a limited job's pass that finds no slot or rate token is throttled (C2,
+C3). After a carried BEGIN, one more: a lease found taken by another worker
+before the handler starts (:func:`_still_held`).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from . import saturation, signals, store
-from .conclusion import fail, hold, send, settle
+from .conclusion import fail, hold, send, settle, superseded
 from .exceptions import UnreadableRow
 from .holder import current_holder
 from .ids import new_owner
@@ -62,8 +65,13 @@ def admit(claimed: Claimed, spec: Job, *, took_over: bool) -> Lease | Outcome:
             return hold(lease)
         if spec.retry.exhausted(run.attempts):
             return settle(lease, FailureCode.LEASE_EXPIRED, TAKEOVER_NOTE, run.attempts, None)
-    if (refused := _begin(lease)) is not None:
-        return refused
+    if claimed.begun is None:
+        if (refused := _begin(lease)) is not None:
+            return refused
+    elif not claimed.begun:  # carried in the last commit, the BEGIN found the claim gone (L4)
+        return _admission_miss(lease)
+    elif not _still_held(lease):
+        return superseded(lease)
     # BEGIN wrote: the pass is committed to running (L4), whatever happens next.
     if unreadable is not None:
         # Reading the row is part of the pass: a row the database cannot hand
@@ -94,6 +102,26 @@ def _begin(lease: Lease) -> Outcome | None:
     # Its slot is as alive as its lease: no renewal may revive an expired one (C2).
     countdown.strict = spec.limit.concurrency is not None
     return None
+
+
+def _still_held(lease: Lease) -> bool:
+    """A BEGIN carried in the last pass's commit: the lease, renewed if it ran low since (L7).
+
+    Between that commit and this pass came the end of the pass before it --
+    its signal receivers, a schedule's outcome. Where they took so long
+    that no more than the margin of this lease is left, it is renewed
+    before the handler starts, as a step would renew it; a renewal that
+    finds it gone means another worker has the run, and the handler is not
+    called (L6).
+    """
+    countdown = lease.countdown
+    if countdown.can_begin():
+        return True
+    sent = countdown.now()
+    if not store.renew(lease.run_id, lease.owner, countdown.lease):
+        return False
+    countdown.renewed(sent)
+    return True
 
 
 def _throttled(lease: Lease, admission: store.Admission) -> Outcome:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from django.db import DatabaseError
 
@@ -20,7 +20,7 @@ from . import signals, store
 from .codec import encode
 from .errors import connection_lost, describe
 from .exceptions import DecodeFailed, Defer, NotQueueSafe, StepFailed
-from .leases import TAKEOVER_NOTE, Lease
+from .leases import TAKEOVER_NOTE, Claimed, Lease
 from .models import Run
 from .outcome import SUPERSEDED, Outcome
 from .passes import IDLE_PASSES_WARN, IDLE_WARNING, PassResult
@@ -28,6 +28,9 @@ from .policy import Retry
 from .schedules.store import record_outcome
 from .states import FailureCode, PassOutcome, RunStatus
 from .verdicts import Verdict
+
+if TYPE_CHECKING:
+    from .follower import Follower
 
 __all__ = ["Ending", "conclude", "fail", "hold", "send", "settle", "superseded"]
 
@@ -41,8 +44,12 @@ class Ending(NamedTuple):
     error: BaseException | None = None
 
 
-def conclude(lease: Lease, ending: Ending) -> Outcome:
-    """What decided the pass, else how its handler ended, as one store verb (R3-R10, L6)."""
+def conclude(lease: Lease, ending: Ending, follower: Follower | None = None) -> Outcome:
+    """What decided the pass, else how its handler ended, as one store verb (R3-R10, L6).
+
+    A finish carries the BEGIN of *follower*, the drive's next run claimed
+    ahead, where it can (:mod:`.follower`).
+    """
     verdict = lease.record.conclude()
     if verdict is Verdict.LOST:
         return superseded(lease)
@@ -67,10 +74,10 @@ def conclude(lease: Lease, ending: Ending) -> Outcome:
         return fail(lease, FailureCode.DECODE_FAILED, describe(ending.error))
     if ending.error is not None:
         return fail(lease, FailureCode.HANDLER_FAILED, describe(ending.error))
-    return _commit(lease, ending.result)
+    return _commit(lease, ending.result, follower)
 
 
-def _commit(lease: Lease, result: object) -> Outcome:
+def _commit(lease: Lease, result: object, follower: Follower | None) -> Outcome:
     """R3: commit what the handler returned, once it is known to be storable."""
     run, record = lease.run, lease.record
     if result is not None and not isinstance(result, PassResult):
@@ -96,16 +103,25 @@ def _commit(lease: Lease, result: object) -> Outcome:
     # return would then run again and again, changing nothing: count it (visible).
     idle = not done and cursor == run.cursor and not record.steps_recorded
     idle_passes = run.idle_passes + 1 if idle else 0
+    changed = None if idle_passes == run.idle_passes else idle_passes
+    drop_steps = record.steps_recorded or run.has_steps
+    # A finish that drops no step ledger is one statement, which can carry the BEGIN
+    # of the next run claimed ahead (§13). Taken only now, so that a drive told to
+    # stop while this pass ran begins nothing more.
+    carried = follower.take() if follower is not None and done and not drop_steps else None
     try:
-        committed = store.commit(
-            run,
-            lease.owner,
-            done=done,
-            progress_total=record.progress_total,
-            drop_steps=record.steps_recorded or run.has_steps,
-            idle_passes=None if idle_passes == run.idle_passes else idle_passes,
-            **written,
-        )
+        if follower is not None and carried is not None:
+            committed = _commit_and_begin(lease, follower, carried, changed, written)
+        else:
+            committed = store.commit(
+                run,
+                lease.owner,
+                done=done,
+                progress_total=record.progress_total,
+                drop_steps=drop_steps,
+                idle_passes=changed,
+                **written,
+            )
     except DatabaseError as exc:
         if connection_lost(store.alias()):
             raise
@@ -131,6 +147,44 @@ def _commit(lease: Lease, result: object) -> Outcome:
     )
     send(signals.run_completed, finished)
     return Outcome(PassOutcome.COMPLETED)
+
+
+def _commit_and_begin(
+    lease: Lease,
+    follower: Follower,
+    carried: Claimed,
+    idle_passes: int | None,
+    written: dict[str, Any],
+) -> bool:
+    """R3's finish with the next pass's BEGIN carried in it (L4, §13); whether the finish won."""
+    then = store.NextBegin(follower.run_id, carried.owner, carried.countdown.margin)
+    progress_total = lease.record.progress_total
+    try:
+        committed, began = store.commit_and_begin(
+            lease.run,
+            lease.owner,
+            then,
+            progress_total=progress_total,
+            idle_passes=idle_passes,
+            **written,
+        )
+    except DatabaseError:
+        if connection_lost(store.alias()):
+            raise  # whether the next pass began is not known: its claim is left to its lease
+        # Nothing of the pair was written. The next run begins alone in its turn, and
+        # the finish is sent alone: if the database refuses it again, that is this pass's.
+        follower.sent(None)
+        return store.commit(
+            lease.run,
+            lease.owner,
+            done=True,
+            progress_total=progress_total,
+            drop_steps=False,
+            idle_passes=idle_passes,
+            **written,
+        )
+    follower.sent(began)
+    return committed
 
 
 def _idle_warning(run: Run, idle_passes: int) -> str:

@@ -25,6 +25,7 @@ from django.db import DatabaseError
 
 from .errors import connection_lost, describe, one_line
 from .execute import drive_run
+from .follower import Follower
 from .leases import Claimed
 from .limited import Limited
 from .outcome import Outcome
@@ -127,6 +128,32 @@ class Walk:
             self.position += 1
         return taken
 
+    def follower(self, *, may: Callable[[], bool]) -> Follower | None:
+        """The next run of the snapshot, if claimed ahead: its BEGIN may ride in a finish (§13).
+
+        *may* says, when the finish is sent, whether the drive may begin
+        another pass (:meth:`may_begin` for a walk).
+        """
+        after = self.keys[self.position] if self.position < len(self.keys) else None
+        if after is None or after.id not in self.claims:
+            return None
+        return Follower(self.claims, after.id, may)
+
+    def follow(self) -> DueKey:
+        """The next run of the snapshot, whose pass began in the last commit (:mod:`.follower`)."""
+        key = self.keys[self.position]
+        self.position += 1
+        return key
+
+    def may_begin(self) -> bool:
+        """Whether a walk may begin another pass: not stopping, nor at its limit with it (D2)."""
+        # The pass in flight is not tallied yet: with it, one more must stay within the limit.
+        return (
+            not self.stop()
+            and not self.report.aborted
+            and self.report.attempted + self.in_flight + 1 < self.limit
+        )
+
     def left(self) -> int:
         """How many runs of the snapshot are still ahead of the walk."""
         return len(self.keys) - self.position
@@ -168,17 +195,31 @@ class Walk:
 
 def walk(state: Walk) -> None:
     """Drive the snapshot's runs one after another, on this thread (``concurrency=1``)."""
-    while not state.stop() and (key := state.next()) is not None:
+    carried: Claimed | None = None  # the next run's claim, its BEGIN sent with the last commit
+    while True:
+        key: DueKey | None
+        if carried is not None and not state.report.aborted:
+            key = state.follow()  # its pass began: in flight, driven even when stopping (W5)
+        else:
+            key = None if state.stop() else state.next()
+        if key is None:
+            break
         spec = state.by_name[key.job]
+        follower: Follower | None = None
+        claimed: Claimed | None
         try:
-            claimed, lost = state.take(key, spec, room=len(state.keys))
+            if carried is not None:
+                claimed, lost, carried = carried, False, None
+            else:
+                claimed, lost = state.take(key, spec, room=len(state.keys))
             if lost:
                 if not state.claims:  # the batch won nothing: another worker is on this stretch
                     state.lost()
                 continue
+            follower = state.follower(may=state.may_begin)
             started = time.monotonic()
             with state.claims.watch():
-                outcomes = drive(state, key, spec, claimed)
+                outcomes = drive(state, key, spec, claimed, follower)
             seconds = time.monotonic() - started
         except DatabaseError as exc:
             state.failed(key, exc, connection_lost(state.using))
@@ -187,14 +228,21 @@ def walk(state: Walk) -> None:
             logger.exception("Run id=%s could not be driven", key.id)
             state.report.errors.append(Note(key.id, describe(exc)))
             continue
+        finally:
+            carried = None if follower is None else follower.claimed
         if not outcomes:
             state.lost()
         state.tally(key, outcomes, seconds)
     state.finish()
 
 
-def drive(state: Walk, key: DueKey, spec: Job, claimed: Claimed | None) -> list[Outcome]:
-    """Drive *key*'s run for up to its drive's passes (D3), from *claimed* if it is claimed."""
+def drive(
+    state: Walk, key: DueKey, spec: Job, claimed: Claimed | None, follower: Follower | None = None
+) -> list[Outcome]:
+    """Drive *key*'s run for up to its drive's passes (D3), from *claimed* if it is claimed.
+
+    Its finish carries the BEGIN of *follower*, the next run, where it can (§13).
+    """
     return drive_run(
         key.id,
         spec,
@@ -203,6 +251,7 @@ def drive(state: Walk, key: DueKey, spec: Job, claimed: Claimed | None) -> list[
         stop=state.stop,
         interrupt=state.interrupt,
         claimed=claimed,
+        follower=follower,
     )
 
 

@@ -30,6 +30,7 @@ from django.db import DatabaseError
 
 from .dispatch import DueKey, Walk, drive
 from .errors import connection_lost, describe
+from .follower import Follower
 from .leases import Claimed
 from .outcome import Outcome
 from .pacing import Claims
@@ -201,11 +202,17 @@ def _alone(state: Walk, key: DueKey, spec: Job, handed: _Unclaimed) -> _Ran:
     return _timed(state, key, spec, None)
 
 
-def _timed(state: Walk, key: DueKey, spec: Job, claimed: Claimed | None) -> _Ran:
+def _timed(
+    state: Walk,
+    key: DueKey,
+    spec: Job,
+    claimed: Claimed | None,
+    follower: Follower | None = None,
+) -> _Ran:
     """On a pool thread: drive the run, and say how long it took (for :mod:`.pacing`)."""
     started = time.monotonic()
     try:
-        outcomes = drive(state, key, spec, claimed)
+        outcomes = drive(state, key, spec, claimed, follower)
     except DatabaseError as exc:
         # Asked here: the error was on this thread's connection (D4).
         return _Ran([], 0.0, exc, connection_lost(state.using))
@@ -215,9 +222,10 @@ def _timed(state: Walk, key: DueKey, spec: Job, claimed: Claimed | None) -> _Ran
 def _stretch(state: Walk, keys: list[DueKey], spec: Job, handed: _Unclaimed) -> list[_Ran]:
     """On a pool thread: claim *keys*' runs in one statement, then drive them in turn (§13).
 
-    As :func:`~.dispatch.walk` drives its claims made ahead: a claim whose
-    turn comes too late to begin is given back, and the keeper gives back
-    those behind a pass that runs long; once the drive is told to stop, no
+    As :func:`~.dispatch.walk` drives its claims made ahead: each finish
+    carries the next run's BEGIN (:mod:`.follower`), a claim whose turn
+    comes too late to begin is given back, and the keeper gives back those
+    behind a pass that runs long; once the drive is told to stop, no
     further pass begins and the rest are given back, uncharged (W5).
     """
     claims = Claims()
@@ -231,17 +239,28 @@ def _stretch(state: Walk, keys: list[DueKey], spec: Job, handed: _Unclaimed) -> 
     # and one given back from here on is due for any drive to hand over again.
     handed.discard(keys)
     ran: list[_Ran] = []
+    carried: Claimed | None = None  # the next run's claim, its BEGIN sent with the last commit
+    claimed: Claimed | None
     try:
-        for key in keys:
-            if key.id not in won:
+        for position, key in enumerate(keys):
+            if carried is not None and not any(one.lost for one in ran):
+                claimed, carried = carried, None  # its pass began: driven even when stopping
+            elif key.id not in won:
                 ran.append(_NOT_WON)
+                continue
             elif state.stop() or any(one.lost for one in ran):
                 ran.append(_SKIPPED)  # no new pass once stopping, nor on a lost connection
+                continue
             elif (claimed := claims.pop(key.id)) is None:
                 ran.append(_SKIPPED)  # by the keeper, or its share of the lease ran out
-            else:
-                with claims.watch():
-                    ran.append(_timed(state, key, spec, claimed))
+                continue
+            after = keys[position + 1].id if position + 1 < len(keys) else ""
+            follower = (
+                Follower(claims, after, lambda: not state.stop()) if after in claims else None
+            )
+            with claims.watch():
+                ran.append(_timed(state, key, spec, claimed, follower))
+            carried = None if follower is None else follower.claimed
     finally:
         claims.give_back()  # whatever was not reached: due again at once, uncharged (L2)
     return ran

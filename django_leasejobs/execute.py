@@ -27,6 +27,7 @@ from .states import PassOutcome
 from .tracing import finished, pass_span
 
 if TYPE_CHECKING:
+    from .follower import Follower
     from .registry import Job
 
 __all__ = ["drive_run", "run_pass"]
@@ -41,12 +42,15 @@ def drive_run(
     stop: Callable[[], bool],
     interrupt: Callable[[], bool] | None = None,
     claimed: Claimed | None = None,
+    follower: Follower | None = None,
 ) -> list[Outcome]:
     """Run up to *max_passes* passes of one run; return each pass's outcome (D3).
 
     An empty list means the claim was lost: another drive has the run. Each
     pass claims afresh under a new owner token and reads back what the last
     one committed -- but the first, when the drive *claimed* it already.
+    The pass that finishes the run carries the BEGIN of *follower*, the
+    drive's next run, in its commit where it can (:mod:`.follower`).
     """
     outcomes: list[Outcome] = []
     for number in range(max_passes):
@@ -59,7 +63,9 @@ def drive_run(
                 break
         started = time.monotonic()
         admitted = admit(claimed, spec, took_over=took_over and first)
-        outcome = admitted if isinstance(admitted, Outcome) else run_pass(admitted, interrupt)
+        outcome = (
+            admitted if isinstance(admitted, Outcome) else run_pass(admitted, interrupt, follower)
+        )
         found = claimed.found
         queue = (found.run if isinstance(found, UnreadableRow) else found).queue
         outcomes.append(replace(outcome, seconds=time.monotonic() - started, queue=queue))
@@ -68,7 +74,11 @@ def drive_run(
     return outcomes
 
 
-def run_pass(lease: Lease, interrupt: Callable[[], bool] | None = None) -> Outcome:
+def run_pass(
+    lease: Lease,
+    interrupt: Callable[[], bool] | None = None,
+    follower: Follower | None = None,
+) -> Outcome:
     """Call the handler on its begun *lease*, then conclude the pass (R3-R10, L6, L10)."""
     # L10: a handler with no step boundaries keeps its lease from a side thread.
     beating: AbstractContextManager[object] = (
@@ -83,6 +93,6 @@ def run_pass(lease: Lease, interrupt: Callable[[], bool] | None = None) -> Outco
             raise
         except BaseException as exc:  # LeaseLost and PassInterrupted too; SystemExit fails it
             ending = Ending(error=exc)
-        outcome = conclude(lease, ending)
+        outcome = conclude(lease, ending, follower)
         finished(span, outcome.status, ending.error)
     return outcome

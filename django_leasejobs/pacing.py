@@ -120,6 +120,10 @@ class Claims:
     def __bool__(self) -> bool:
         return bool(self._held)
 
+    def __contains__(self, run_id: object) -> bool:
+        with self._lock:
+            return run_id in self._held
+
     def held(self) -> set[str]:
         """The ids of the runs whose claims are held."""
         with self._lock:
@@ -142,12 +146,15 @@ class Claims:
         claim of ``run_id`` went to another worker.
         """
         claimed = self.pop(run_id)
-        if claimed is not None or len(batch) < 2:
+        if claimed is not None:
             return claimed, False
         # The keeper may be giving the claims behind a long pass back right now: claimed
-        # again before that release commits, they would read as another worker's (lost).
+        # again -- alone or with others -- before that release commits, they would read
+        # as another worker's (lost).
         with self._returning:
             pass
+        if len(batch) < 2:
+            return None, False
         self.claim(batch, spec)
         claimed = self.pop(run_id)
         return claimed, claimed is None
@@ -159,15 +166,25 @@ class Claims:
         given back first (uncharged), so that the run is claimed afresh,
         never counted as an admission miss (L5) it did not make.
         """
+        held = self.take(run_id)
+        return None if held is None else held[1]
+
+    def take(self, run_id: str) -> tuple[str, Claimed] | None:
+        """:meth:`pop`, with the claim's prefix, so that it can be :meth:`restore` d."""
         with self._lock:
             held = self._held.pop(run_id, None)
         if held is None:
             return None
         prefix, claimed = held
         if claimed.countdown.can_begin():
-            return claimed
+            return held
         give_back(prefix, [run_id])
         return None
+
+    def restore(self, run_id: str, prefix: str, claimed: Claimed) -> None:
+        """Hold *claimed* again: taken for a BEGIN that was never written (:mod:`.follower`)."""
+        with self._lock:
+            self._held[run_id] = (prefix, claimed)
 
     @contextmanager
     def watch(self) -> Iterator[None]:

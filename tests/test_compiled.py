@@ -21,10 +21,11 @@ from django.test.utils import CaptureQueriesContext
 
 from django_leasejobs import start, start_many
 from django_leasejobs.models import Run
-from django_leasejobs.states import RunOrigin
+from django_leasejobs.states import RunOrigin, RunStatus
 from django_leasejobs.store import ahead, claims, outcomes
 from django_leasejobs.store.sql import Slots, Statement, Unnest, returns_rows
 from django_leasejobs.store.starts import _INSERT, Route, Row, insert
+from tests.utils import fresh
 
 pytestmark = pytest.mark.django_db
 
@@ -300,3 +301,48 @@ def test_s13_a_started_run_is_the_run_a_queryset_reads_back(later):
         stored = Run.objects.get(pk=result.run.pk)
         assert [getattr(result.run, f) for f in FIELDS] == [getattr(stored, f) for f in FIELDS]
         assert result.run._state.adding is False
+
+
+@pytest.mark.usefixtures("clock")
+@pytest.mark.parametrize("next_held", [True, False], ids=["next held", "next claim gone"])
+def test_s13_a_finish_carrying_the_next_begin_sends_the_orms_two_updates(next_held):
+    """L4 + R3: on PostgreSQL one statement of the two; elsewhere the same two, in one transaction.
+
+    Each half is the ORM's own UPDATE for its run, fenced on its own owner token,
+    and each answers for itself.
+    """
+    finishing = start("tests.walk", instance="finishing").run
+    following = start("tests.walk", instance="following").run
+    owner, next_owner = "owner-token-1", "owner-token-2"
+    for run, token in ((finishing, owner), (following, next_owner)):
+        assert claims.claim(run.pk, token, LEASE, "host:1:2:abc", takeover=False)
+    assert claims.begin(finishing.pk, owner, LEASE / 4)
+    then = outcomes.NextBegin(following.pk, next_owner if next_held else "someone-else", LEASE / 4)
+    written = {"cursor": '{"page":3}', "counters": '{"seen":9}', "result": '{"rows":3}'}
+    shape = {"done": True, "total": False, "drop_steps": False, "no_cursor": False}
+    commit = outcomes._commit(quiet=True, result=True, idle=False, **shape)
+    values = {"run_id": finishing.pk, "owner": owner, "total": None, "idle_passes": None}
+    finish_by_orm = _update_sent(commit, values | written)
+    # Undo what the ORM's own UPDATEs wrote, so that the pair finds both runs as before.
+    finished = Run.objects.filter(pk=finishing.pk)
+    finished.update(status=RunStatus.RUNNING, lease_owner=owner, ended_at=None)
+    begin_by_orm = _update_sent(
+        claims.BEGIN, {"run_id": then.run_id, "owner": then.owner, "margin": then.margin}
+    )
+    Run.objects.filter(pk=following.pk).update(lease_began_at=None)
+    with CaptureQueriesContext(connection) as captured:
+        won, began = outcomes.commit_and_begin(
+            finishing, owner, then, progress_total=None, idle_passes=None, **written
+        )
+    assert (won, began) == (True, next_held)
+    sent = [q["sql"] for q in captured.captured_queries]
+    sent = [sql for sql in sent if "SAVEPOINT" not in sql and sql not in ("BEGIN", "COMMIT")]
+    if connection.vendor == "postgresql":
+        assert sent == [
+            f"WITH first AS ({finish_by_orm} RETURNING 1), second AS ({begin_by_orm} RETURNING 1) "
+            "SELECT (SELECT count(*) FROM first), (SELECT count(*) FROM second)"
+        ]
+    else:
+        assert sent == [finish_by_orm, begin_by_orm]
+    assert fresh(finishing).status == RunStatus.DONE
+    assert (fresh(following).lease_began_at is not None) == next_held

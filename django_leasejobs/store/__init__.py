@@ -19,7 +19,8 @@ The verbs, in the order a run meets them:
   BEGIN with a limited job's slot and rate token, or :func:`throttle` (§14);
 * :mod:`.outcomes` -- :func:`record_step` / :func:`renew` while the pass
   runs, then one outcome: :func:`commit`, :func:`settle`, :func:`defer` or
-  :func:`hold`;
+  :func:`hold` -- or :func:`commit_and_begin`, a finish that carries the
+  BEGIN of the next run claimed ahead (§13);
 * :mod:`.cancels` -- what the operators' verbs (:mod:`..operators`) write;
   :mod:`.deletes` -- what an operator's delete writes: runs that hold no key (A7);
   :mod:`.queues` -- a queue paused or resumed (W6); :mod:`.stats` -- a flush
@@ -54,7 +55,16 @@ from .claims import (
 )
 from .deletes import delete_finished, free_of_key, holding_key
 from .limits import Admission, begin_limited, hold_back, rejudge, throttle
-from .outcomes import commit, defer, hold, record_step, renew, settle
+from .outcomes import (
+    NextBegin,
+    commit,
+    commit_and_begin,
+    defer,
+    hold,
+    record_step,
+    renew,
+    settle,
+)
 from .queues import pause_queue, paused_queues, resume_queue
 from .starts import StartResult, check_key, start_as
 
@@ -63,6 +73,7 @@ __all__ = [
     "TAKEOVER_NOTE",
     "Admission",
     "AdmissionMiss",
+    "NextBegin",
     "StartResult",
     "alias",
     "begin",
@@ -71,6 +82,7 @@ __all__ = [
     "check_key",
     "claim",
     "commit",
+    "commit_and_begin",
     "defer",
     "delete_finished",
     "free_expired_cancel",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import IntegrityError, connections, transaction
 from django.db.models import DurationField
@@ -23,9 +23,19 @@ from django_leasejobs.querysets import RunQuerySet
 from django_leasejobs.states import FailureCode, RunStatus
 
 from .base import alias, conflicts_retried, finished, follow_up, held, now
-from .sql import AS_IS, KEY, Carried, Slots, Statement
+from .claims import BEGIN
+from .sql import AS_IS, KEY, Carried, Paired, Slots, Statement
 
-__all__ = ["commit", "defer", "hold", "record_step", "renew", "settle"]
+__all__ = [
+    "NextBegin",
+    "commit",
+    "commit_and_begin",
+    "defer",
+    "hold",
+    "record_step",
+    "renew",
+    "settle",
+]
 
 _HELD = {"run_id": KEY, "owner": KEY}
 
@@ -154,6 +164,14 @@ def _commit(
     return Statement({**_HELD, **fields, "idle_passes": AS_IS}, build)
 
 
+class NextBegin(NamedTuple):
+    """The next pass's BEGIN (L4), carried in this pass's commit: whose run, whose claim."""
+
+    run_id: str
+    owner: str
+    margin: timedelta
+
+
 @conflicts_retried
 def commit(
     run: Run,
@@ -181,6 +199,89 @@ def commit(
     lease makes the count read at the claim the row's own.
     """
     using = alias()
+    shape, values = _committed(
+        run,
+        owner,
+        cursor=cursor,
+        counters=counters,
+        done=done,
+        progress_total=progress_total,
+        drop_steps=drop_steps,
+        result=result,
+        idle_passes=idle_passes,
+    )
+    # A finish first tries the form no kick asked to follow up; most finishes
+    # are that, and then nothing needs to be read back.
+    if not drop_steps and _commit(quiet=done, **shape).run(using, **values):
+        return True  # One statement, so no transaction: an advance, or a quiet finish.
+    return _landed(run, shape, values, drop_steps=drop_steps, tried=not drop_steps)
+
+
+@conflicts_retried
+def commit_and_begin(
+    run: Run,
+    owner: str,
+    then: NextBegin,
+    *,
+    cursor: str | None,
+    counters: str,
+    progress_total: int | None,
+    result: str | None = None,
+    idle_passes: int | None = None,
+) -> tuple[bool, bool]:
+    """Finish a pass (R3) and BEGIN the next run's claimed pass (L4) in one commit (§13).
+
+    The finish is :func:`commit`'s with ``done=True`` and a pass that
+    recorded no step; *then* is the next pass's BEGIN, exactly as
+    :func:`~.claims.begin` sends it. Each is its own compare-and-set on its
+    own run: one can win while the other loses. On PostgreSQL the two are one
+    statement (:class:`~.sql.Paired`); elsewhere, one transaction.
+
+    Returns
+    -------
+    tuple[bool, bool]
+        Whether the commit won (``False``: the lease was gone, nothing
+        written), and whether the BEGIN wrote (``False``: the next claim is
+        no longer held with more than ``then.margin`` left; its pass must
+        not begin).
+    """
+    using = alias()
+    shape, values = _committed(
+        run,
+        owner,
+        cursor=cursor,
+        counters=counters,
+        done=True,
+        progress_total=progress_total,
+        drop_steps=False,
+        result=result,
+        idle_passes=idle_passes,
+    )
+    values |= {"next_run_id": then.run_id, "next_owner": then.owner, "next_margin": then.margin}
+    if connections[using].vendor == "postgresql":
+        won, began = _paired(**shape).run(using, **values)
+    else:
+        with transaction.atomic(using=using):
+            won = _commit(quiet=True, **shape).run(using, **values)
+            began = BEGIN.run(using, run_id=then.run_id, owner=then.owner, margin=then.margin)
+    if not won:  # a kick asked to follow this finish up: its own transaction
+        won = _landed(run, shape, values, drop_steps=False, tried=True)
+    return bool(won), bool(began)
+
+
+def _committed(
+    run: Run,
+    owner: str,
+    *,
+    cursor: str | None,
+    counters: str,
+    done: bool,
+    progress_total: int | None,
+    drop_steps: bool,
+    result: str | None,
+    idle_passes: int | None,
+) -> tuple[dict[str, bool], dict[str, Any]]:
+    """A commit's shape (which compiled form) and its values."""
     values: dict[str, Any] = {"run_id": run.pk, "owner": owner, "cursor": cursor}
     values |= {"counters": counters, "total": progress_total, "result": result}
     values["idle_passes"] = idle_passes
@@ -192,15 +293,21 @@ def commit(
         "result": done and result is not None,
         "idle": idle_passes is not None,
     }
-    # A finish first tries the form no kick asked to follow up; most finishes
-    # are that, and then nothing needs to be read back.
-    quiet = _commit(quiet=done, **shape)
-    if not drop_steps and quiet.run(using, **values):
-        return True  # One statement, so no transaction: an advance, or a quiet finish.
-    # Writes that must land together: the ledger goes with the commit, and a
-    # kicked finish starts its follow-up before anyone else can take the key.
+    return shape, values
+
+
+def _landed(
+    run: Run, shape: dict[str, bool], values: dict[str, Any], *, drop_steps: bool, tried: bool
+) -> bool:
+    """The commit's writes that must land together, in one transaction.
+
+    The ledger goes with the commit, and a kicked finish starts its follow-up
+    before anyone else can take the key. *tried*: the quiet form was sent
+    already, and lost.
+    """
+    using, done = alias(), shape["done"]
     with transaction.atomic(using=using):
-        won = drop_steps and bool(quiet.run(using, **values))
+        won = not tried and bool(_commit(quiet=done, **shape).run(using, **values))
         kicked = False
         if not won and done:
             won = kicked = bool(_commit(quiet=False, **shape).run(using, **values))
@@ -208,7 +315,13 @@ def commit(
             Step.objects.using(using).filter(run_id=run.pk).delete()
         if kicked:
             follow_up(run)
-    return bool(won)
+    return won
+
+
+@cache
+def _paired(**shape: bool) -> Paired:
+    """PostgreSQL: a quiet finish of *shape* and the next pass's BEGIN, one statement."""
+    return Paired(_commit(quiet=True, **shape), BEGIN)
 
 
 @cache

@@ -4,8 +4,8 @@ The store's verbs are written as ``QuerySet.update()`` and ``bulk_create()``
 calls; the few a pass or a drive sends every time are compiled by the ORM
 once per shape and bound per call, here. Nothing outside this package sees
 the compiled form: the store's modules build a :class:`Statement`,
-:class:`Select`, :class:`Insert`, :class:`Unnest` or :class:`Carried` and
-call it.
+:class:`Select`, :class:`Insert`, :class:`Unnest`, :class:`Carried` or
+:class:`Paired` and call it.
 
 * :mod:`.slots` -- where a call's values go (``s.owner``, ``s.now``);
 * :mod:`.compiled` -- the compiled SQL and :func:`~.compiled.execute`, the
@@ -17,6 +17,7 @@ call it.
 * :mod:`.inserts` -- new runs (:class:`Insert`; on MariaDB
   :func:`insert_ignoring`); :mod:`.unnest` -- a batch of them (:class:`Unnest`);
 * :mod:`.carried` -- PostgreSQL: a step's record in its renewal;
+* :mod:`.paired` -- PostgreSQL: a finish and the next pass's BEGIN, one statement;
 * :mod:`.prepared` -- the cursor that prepares them (``PREPARE``).
 
 Every statement here is the SQL the ORM compiled for the queryset it stands
@@ -31,6 +32,9 @@ places, each checked by that test against what the ORM writes:
 * :class:`Carried`, which splits the text of Django's ``INSERT`` of a new
   step at ``VALUES (`` to make it ``INSERT ... SELECT ... FROM renewed``.
 
+:class:`Paired` only puts two of the ORM's ``UPDATE`` s side by side in one
+``WITH`` statement, each as it is.
+
 The store's one other statement the ORM does not write is outside this
 package, as it compiles nothing: the statistics flush (O1,
 :mod:`django_leasejobs.store.stats`), an upsert that adds to the counts
@@ -43,6 +47,7 @@ from . import prepared
 from .carried import Carried
 from .compiled import returns_rows
 from .inserts import Insert, insert_ignoring
+from .paired import Paired
 from .slots import AS_IS, KEY, Slots
 from .statements import Select, Statement
 from .unnest import Unnest
@@ -52,6 +57,7 @@ __all__ = [
     "KEY",
     "Carried",
     "Insert",
+    "Paired",
     "Select",
     "Slots",
     "Statement",
