@@ -8,7 +8,6 @@ that moves the clock makes the passes look long.
 from __future__ import annotations
 
 import re
-
 from datetime import timedelta
 
 import pytest
