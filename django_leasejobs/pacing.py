@@ -231,10 +231,11 @@ class Keeper:
         self._ready = threading.Condition()
         self._watched: dict[Claims, float] = {}
         self._thread: threading.Thread | None = None
+        #: Whether the thread waits with no deadline, and so must be woken to watch.
+        self._asleep = False
 
     def watch(self, claims: Claims) -> None:
         with self._ready:
-            idle = not self._watched
             self._watched[claims] = time.monotonic() + GIVE_BACK_AFTER.total_seconds()
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(
@@ -242,9 +243,12 @@ class Keeper:
                 )
                 self._thread.start()
             # Woken only from its wait without a deadline: any other deadline it waits
-            # for is earlier than this one (each is now + GIVE_BACK_AFTER), so a pass of
-            # every pool thread does not wake it for nothing.
-            if idle:
+            # for is earlier than this one (each is now + GIVE_BACK_AFTER), and it looks
+            # again then. So a pass -- of one drive, or of every pool thread -- does not
+            # wake it for nothing: at one short pass after another, it wakes about once
+            # per GIVE_BACK_AFTER, not once per pass.
+            if self._asleep:
+                self._asleep = False
                 self._ready.notify()
 
     def unwatch(self, claims: Claims) -> None:
@@ -255,7 +259,9 @@ class Keeper:
         while True:
             with self._ready:
                 while not self._watched:
+                    self._asleep = True
                     self._ready.wait()
+                self._asleep = False
                 claims, deadline = min(self._watched.items(), key=lambda item: item[1])
                 left = deadline - time.monotonic()
                 if left > 0:
