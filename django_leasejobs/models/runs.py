@@ -6,9 +6,11 @@ classes describe the tables and decode what they hold.
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any, ClassVar
 
 from django.db import models
+from django.db.models import DEFERRED
 from django.utils.translation import gettext_lazy as _
 
 from django_leasejobs.codec import Decoded, decode
@@ -210,11 +212,17 @@ class Run(models.Model):
         database's time are deferred, read only if a receiver asks for them,
         so reporting an outcome costs no statement of its own.
         """
-        names, data = [], []
-        for field in self._meta.concrete_fields:
-            if field.attname not in _DATABASE_TIMED:
-                names.append(field.attname)
-                data.append(values.get(field.attname, getattr(self, field.attname)))
+        # Every column in its place, the deferred ones as DEFERRED: Model.from_db()'s
+        # fast path, a third of the time of handing it the others by name.
+        names = _attnames()
+        data = [
+            DEFERRED
+            if name in _DATABASE_TIMED
+            else values[name]
+            if name in values
+            else getattr(self, name)
+            for name in names
+        ]
         return type(self).from_db(self._state.db, names, data)
 
     def decoded_payload(self) -> Decoded:
@@ -276,3 +284,9 @@ class Step(models.Model):
 
     def decoded_result(self) -> Decoded:
         return decode(self.result)
+
+
+@cache
+def _attnames() -> list[str]:
+    """The run's columns, in the order ``Model.from_db()`` takes them."""
+    return [field.attname for field in Run._meta.concrete_fields]
