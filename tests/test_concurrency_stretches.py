@@ -19,7 +19,7 @@ from datetime import timedelta
 
 import pytest
 
-from django_leasejobs import RunStatus, pacing, run_due_jobs, start, start_many
+from django_leasejobs import RunStatus, pacing, run_due_jobs, signals, start, start_many
 from django_leasejobs import driver as driver_module
 from django_leasejobs.dispatch import DueKey, Walk
 from django_leasejobs.dispatcher import _stretch, _Unclaimed
@@ -138,6 +138,33 @@ def test_w5_l2_a_stretch_told_to_stop_begins_no_more_and_gives_the_rest_back(
         assert stored.attempts == 0  # ... uncharged (L2: a claim never begun costs nothing)
         assert stored.admission_misses is None
     assert run_due_jobs(jobs=[spec.name], concurrency=4).completed == BATCH_MAX - 2
+
+
+def test_w5_l4_a_stretch_stopped_after_a_finish_that_began_the_next_run_drives_that_run(
+    define, drive, worker_clock
+):
+    """Each finish of a stretch carries the next run's BEGIN (§13). A stop that comes
+    after that finish -- its receiver asks for it -- finds the next pass begun: it is
+    in flight, so it is driven; nothing after it begins, and the rest go back."""
+    spec, began = _counting(define, drive, "t.stretch.carried")
+    runs = [start(spec, instance=f"c{n}").run for n in range(BATCH_MAX)]
+    keys = [DueKey(run.pk, spec.name, took_over=False) for run in runs]
+    stopping: list[bool] = []
+
+    def receiver(**kwargs):
+        stopping.append(True)
+
+    signals.run_completed.connect(receiver, weak=False)
+    try:
+        ran = _stretch(_walk(spec, stop=lambda: bool(stopping)), keys, spec, _Unclaimed())
+    finally:
+        signals.run_completed.disconnect(receiver)
+    assert began == [run.pk for run in runs[:2]]  # the first, and the one its finish began
+    assert [len(one.outcomes) for one in ran] == [1, 1] + [0] * (BATCH_MAX - 2)
+    assert {fresh(run).status for run in runs[:2]} == {RunStatus.DONE}
+    for run in runs[2:]:
+        stored = fresh(run)
+        assert (stored.lease_owner, stored.lease_began_at, stored.attempts) == (None, None, 0)
 
 
 def test_w5_sigterm_in_a_drain_of_short_passes_finishes_what_began_and_gives_the_rest_back():
