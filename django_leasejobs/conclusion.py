@@ -5,7 +5,8 @@ a shutdown -- :class:`~.passes.Verdict`) and an ending (what its handler
 returned or raised). :func:`conclude` maps the two to exactly one of
 ``commit``, ``settle``, ``defer`` or ``hold`` -- or none, when the lease is
 gone. A finish may carry the next run's BEGIN in its own statement
-(``commit_and_begin``, :mod:`.follower`); it is still this pass's one verb. Every function here takes the pass's :class:`~.leases.Lease` whole and
+(``commit_and_begin``, :mod:`.follower`); it is still this pass's one verb.
+Every function here takes the pass's :class:`~.leases.Lease` whole and
 returns its :class:`~.outcome.Outcome`.
 """
 
