@@ -12,6 +12,7 @@ them quietly.
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 
@@ -19,8 +20,8 @@ import pytest
 
 try:
     from selenium import webdriver
+    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.ui import Select, WebDriverWait
 except ImportError:  # reported by the browser fixture, as a failure
     webdriver = None
@@ -84,6 +85,7 @@ class Admin:
         self.driver = driver
         self.base_url = base_url
         self.scratch = scratch
+        self._tokens = itertools.count()
 
     # -- navigation ------------------------------------------------------------------
 
@@ -96,18 +98,33 @@ class Admin:
             lambda d: d.execute_script("return document.readyState") == "complete"
         )
 
+    def _navigate(self, leave) -> None:
+        """Run *leave* (a click, a back) and wait until the next page has loaded.
+
+        The page being left is marked with a token of its own; the wait ends when
+        the window holds a complete document without that token. Selenium's
+        ``staleness_of`` asks the old ``<html>`` node instead, and Chromium can
+        answer that question mid-teardown with an inspector error ("Node with
+        given id does not belong to the document") rather than a stale reference,
+        failing a login that was fine.
+        """
+        token = f"leasejobs-{next(self._tokens)}"
+        self.driver.execute_script("window.__leasejobsPage = arguments[0];", token)
+        leave()
+        WebDriverWait(self.driver, WAIT, ignored_exceptions=(WebDriverException,)).until(
+            lambda d: d.execute_script(
+                "return document.readyState === 'complete'"
+                " && window.__leasejobsPage !== arguments[0];",
+                token,
+            )
+        )
+
     def submit(self, element) -> None:
         """Click *element* and wait until the next page has loaded."""
-        page = self.driver.find_element(By.TAG_NAME, "html")
-        element.click()
-        WebDriverWait(self.driver, WAIT).until(expected_conditions.staleness_of(page))
-        self._wait_loaded()
+        self._navigate(element.click)
 
     def back(self) -> None:
-        page = self.driver.find_element(By.TAG_NAME, "html")
-        self.driver.back()
-        WebDriverWait(self.driver, WAIT).until(expected_conditions.staleness_of(page))
-        self._wait_loaded()
+        self._navigate(self.driver.back)
 
     def log_in(self, username: str = USERNAME, password: str = PASSWORD) -> None:
         self.driver.delete_all_cookies()  # the last test's session went with its database
