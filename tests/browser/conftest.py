@@ -102,7 +102,7 @@ class Admin:
         """Run *leave* (a click, a back) and wait until the next page has loaded.
 
         The page being left is marked with a token of its own; the wait ends when
-        the window holds a complete document without that token. Selenium's
+        the window holds a document without that token, loaded. Selenium's
         ``staleness_of`` asks the old ``<html>`` node instead, and Chromium can
         answer that question mid-teardown with an inspector error ("Node with
         given id does not belong to the document") rather than a stale reference,
@@ -112,12 +112,9 @@ class Admin:
         self.driver.execute_script("window.__leasejobsPage = arguments[0];", token)
         leave()
         WebDriverWait(self.driver, WAIT, ignored_exceptions=(WebDriverException,)).until(
-            lambda d: d.execute_script(
-                "return document.readyState === 'complete'"
-                " && window.__leasejobsPage !== arguments[0];",
-                token,
-            )
+            lambda d: d.execute_script("return window.__leasejobsPage !== arguments[0];", token)
         )
+        self._wait_loaded()
 
     def submit(self, element) -> None:
         """Click *element* and wait until the next page has loaded."""
