@@ -13,6 +13,7 @@ from django.utils.translation import gettext_lazy as _
 __all__ = [
     "FAILURE_MEANINGS",
     "LIVE_STATUSES",
+    "UNTIMED_OUTCOMES",
     "FailureCode",
     "MissedAction",
     "MissedCause",
@@ -69,6 +70,12 @@ class PassOutcome(models.TextChoices):
     DEFERRED = "deferred", _("Deferred")  # raised Defer, or released at a stop (R8)
     HELD = "held", _("Held")  # taken over, not safe to repeat (L3)
     THROTTLED = "throttled", _("Throttled")  # its job's limit was reached: nothing ran (C2, C3)
+
+
+#: Outcomes in which no handler ran -- a takeover held for an operator (L3), a pass its
+#: limit refused (C2, C3) -- counted as passes but never as pass durations (O1, O2, O4):
+#: their milliseconds of bookkeeping would read as fast passes in every percentile.
+UNTIMED_OUTCOMES = frozenset({PassOutcome.HELD, PassOutcome.THROTTLED})
 
 
 class FailureCode(models.TextChoices):
