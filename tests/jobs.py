@@ -138,6 +138,8 @@ def unrepeatable(p):
         Effect.objects.create(run_id=p.run.id, name=name, pid=os.getpid())
 
     effect(f"invoked@{p.attempt}")
+    if (p.payload or {}).get("hang") == "before_first_step" and p.attempt == 1:
+        time.sleep(600)  # killed here by tests/test_in_flight.py: no step had begun
     p.step("one", lambda: effect("one"))
     p.step("two", lambda: time.sleep(600) if p.attempt == 1 else effect(f"two@{p.attempt}"))
     return p.done()
