@@ -387,3 +387,17 @@ job(
     timeout=timedelta(seconds=1),
     retry=Retry(max_attempts=1),
 )(_timed_steps)
+
+
+@job("tests.paused_walk", lease=timedelta(seconds=30))
+def paused_walk(p):
+    """W6 (revision 4): one short pass, its BEGIN noted as the database stamped it."""
+    import time
+
+    from django_leasejobs.models import Run
+    from tests.models import Begun
+
+    began = Run.objects.filter(pk=p.run.id).values_list("lease_began_at", flat=True).get()
+    Begun.objects.create(run_id=p.run.id, began_at=began)
+    time.sleep(p.payload.get("sleep", 0.02))
+    return p.done()

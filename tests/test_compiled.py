@@ -286,7 +286,7 @@ def test_s13_a_compiled_read_sends_and_returns_what_its_queryset_does(read):
     ]
     assert rows == expected
     if read.startswith("snapshot"):
-        assert rows == [(due.pk, "tests.walk", False, None)]  # the claimed run is not due
+        assert rows == [(due.pk, "tests.walk", False, None, "default")]  # the claimed: not due
     else:
         assert rows == [(held.pk, "owner-x", "thishost:1:2:x")]
 
