@@ -23,9 +23,11 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from django.db import DatabaseError
 
+from . import store
 from .errors import connection_lost, describe, one_line
 from .execute import drive_run
 from .follower import Follower
+from .holder import current_holder
 from .leases import Claimed
 from .limited import Limited
 from .outcome import Outcome
@@ -165,11 +167,19 @@ class Walk:
         """How many runs of the snapshot are still ahead of the walk."""
         return len(self.keys) - self.position
 
-    def lost(self) -> None:
-        """A claim went to another worker: go on further along the snapshot (:func:`_away`)."""
+    def lost(self, key: DueKey) -> None:
+        """*key*'s claim was lost: go on further along the snapshot (:func:`_away`).
+
+        Most often another worker has the run. Counted for ``rundueJobs
+        --metrics-port`` only when it does (O2): a claim this process's own
+        drive made stale -- a run its other threads throttled, deferred or
+        claimed since the snapshot was read -- is no contention. Telling the
+        two apart costs a read, so it is made only while something counts.
+        """
         self.position = _away(self.position, len(self.keys))
-        for observer in lost_observers:  # O2: rundueJobs --metrics-port counts it
-            observer()
+        if lost_observers and store.claimed_elsewhere(key.id, current_holder()):
+            for observer in lost_observers:
+                observer()
 
     def failed(self, key: DueKey, exc: BaseException, lost: bool) -> None:
         """A database error on *key*'s run: that run only, or the drive if it is an outage."""
@@ -228,7 +238,7 @@ def walk(state: Walk) -> None:
                 claimed, lost = state.take(key, spec, room=len(state.keys))
             if lost:
                 if not state.claims:  # the batch won nothing: another worker is on this stretch
-                    state.lost()
+                    state.lost(key)
                 continue
             follower = state.follower(may=state.may_begin)
             started = time.monotonic()
@@ -245,7 +255,7 @@ def walk(state: Walk) -> None:
         finally:
             carried = None if follower is None else follower.claimed
         if not outcomes:
-            state.lost()
+            state.lost(key)
         state.tally(key, outcomes, seconds)
     state.finish()
 

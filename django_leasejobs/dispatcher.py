@@ -184,13 +184,13 @@ class Dispatcher:
                 continue
             ran: list[_Ran] = done.value
             if not any(one.won for one in ran):
-                state.lost()  # another worker is on this stretch of the due order
+                state.lost(keys[0])  # another worker is on this stretch of the due order
             for key, one in zip(keys, ran, strict=True):
                 if one.error is not None:
                     state.failed(key, one.error, one.lost)
                 elif not one.skipped and one.won:
                     if not one.outcomes:
-                        state.lost()
+                        state.lost(key)
                     state.tally(key, one.outcomes, one.seconds)
 
 

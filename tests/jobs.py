@@ -401,3 +401,15 @@ def paused_walk(p):
     Begun.objects.create(run_id=p.run.id, began_at=began)
     time.sleep(p.payload.get("sleep", 0.02))
     return p.done()
+
+
+@job("tests.deferring", lease=timedelta(seconds=30))
+def deferring(p):
+    """O2: a run that says "not now" (R8) until ``payload["until"]`` (epoch seconds) passes."""
+    import time
+
+    from django_leasejobs import Defer
+
+    if time.time() < p.payload["until"]:
+        raise Defer(timedelta(milliseconds=p.payload.get("every_ms", 200)))
+    return p.done()

@@ -14,11 +14,9 @@ from django.db import connection, connections
 from prometheus_client.parser import text_string_to_metric_families
 
 from django_leasejobs import RunStatus, start
-from django_leasejobs.dispatch import Walk
 from django_leasejobs.metrics import OpenConnections, WorkerMetrics
 from django_leasejobs.models import Run
 from django_leasejobs.models.observability import BUCKETS
-from django_leasejobs.report import DriveReport
 from django_leasejobs.stats import lost_observers, observers
 from tests.processes import django_command, refused_usage
 from tests.utils import stop_worker, until
@@ -219,25 +217,6 @@ def test_o2_c2_a_throttled_pass_is_counted_as_one(counted, frozen_clock, drive):
     assert sample(counted, "leasejobs_throttled_passes_total") == 1
     key = {"job": LIMITED, "queue": "default", "outcome": "throttled"}
     assert sample(counted, "leasejobs_passes_total", **key) == 1
-
-
-def test_o2_a_claim_lost_to_another_worker_is_counted(counted):
-    walk = Walk(
-        [],
-        {},
-        using="default",
-        limit=1,
-        max_passes=1,
-        stop=lambda: False,
-        interrupt=None,
-        report=DriveReport(),
-    )
-    walk.lost()
-    walk.lost()
-    assert sample(counted, "leasejobs_claims_lost_total") == 2
-    counted.uninstall()
-    walk.lost()
-    assert sample(counted, "leasejobs_claims_lost_total") == 2
 
 
 @pytest.mark.django_db(transaction=True)

@@ -25,6 +25,7 @@ __all__ = [
     "AdmissionMiss",
     "begin",
     "claim",
+    "claimed_elsewhere",
     "let_go",
     "miss",
     "read_claimed",
@@ -179,6 +180,18 @@ def let_go(run_id: str, owner: str) -> bool:
     return bool(
         held(run_id, owner).unbegun().update(lease_owner=None, next_attempt_at=at, updated_at=at)
     )
+
+
+def claimed_elsewhere(run_id: str, holder: str) -> bool:
+    """Whether run *run_id*'s last claim was made by a process other than *holder* (O2).
+
+    Asked after a claim was lost, to tell a claim another worker process won
+    from one this process's own drive made stale -- a run its other threads
+    throttled, deferred or claimed since the snapshot was read. Read where
+    the writes go (§12); a run gone or never claimed was not won elsewhere.
+    """
+    last = runs().filter(pk=run_id).values_list("lease_holder", flat=True).first()
+    return bool(last) and last != holder
 
 
 @dataclass(frozen=True)
