@@ -28,6 +28,7 @@ from .outcome import PAUSED, SUPERSEDED, Outcome, Throttled
 from .pacing import pace
 from .states import FailureCode, PassOutcome, RunStatus
 from .store.limits import THROTTLE_WAIT, THROTTLE_WAIT_MIN
+from .tracing import taken_over, takeover_span
 from .verdicts import PassRecord
 
 if TYPE_CHECKING:
@@ -59,12 +60,8 @@ def admit(claimed: Claimed, spec: Job, *, took_over: bool) -> Lease | Outcome:
     if spec.per_run is not None and unreadable is None:
         spec = spec.per_run(run)  # a task's own retry policy, timeout and repeat rule (§9)
     lease = Lease(run, spec, claimed.owner, claimed.countdown, PassRecord(spec.timeout))
-    if took_over:
-        # The claim charged the interrupted pass one attempt (L3).
-        if not spec.safe_to_repeat:
-            return hold(lease)
-        if spec.retry.exhausted(run.attempts):
-            return settle(lease, FailureCode.LEASE_EXPIRED, TAKEOVER_NOTE, run.attempts, None)
+    if took_over and (not spec.safe_to_repeat or spec.retry.exhausted(run.attempts)):
+        return _taken_over(lease)
     if claimed.begun is None:
         if (refused := _begin(lease)) is not None:
             return refused
@@ -79,6 +76,23 @@ def admit(claimed: Claimed, spec: Job, *, took_over: bool) -> Lease | Outcome:
         return fail(lease, FailureCode.DECODE_FAILED, f"UnreadableRow: {unreadable.reason}")
     lease.record.begin()
     return lease
+
+
+def _taken_over(lease: Lease) -> Outcome:
+    """L3: the claim charged the interrupted pass one attempt; its run is held, or it fails.
+
+    No pass follows, so this is a span of its own (O2, O3): a trace backend
+    shows why the run stopped.
+    """
+    run, spec = lease.run, lease.spec
+    with takeover_span(lease) as span:
+        if not spec.safe_to_repeat:
+            outcome, code = hold(lease), FailureCode.INTERRUPTED
+        else:
+            code = FailureCode.LEASE_EXPIRED
+            outcome = settle(lease, code, TAKEOVER_NOTE, run.attempts, None)
+        taken_over(span, outcome.status, code, TAKEOVER_NOTE)
+    return outcome
 
 
 def _begin(lease: Lease) -> Outcome | None:

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .leases import Lease
 
-__all__ = ["SYSTEM", "carrier", "finished", "pass_span", "step_span"]
+__all__ = ["SYSTEM", "carrier", "finished", "pass_span", "step_span", "taken_over", "takeover_span"]
 
 #: ``messaging.system``: no registered value fits a database-backed job queue.
 SYSTEM = "django_leasejobs"
@@ -93,11 +93,22 @@ _NOTHING: AbstractContextManager[None] = nullcontext()
 def pass_span(lease: Lease) -> AbstractContextManager[Any]:
     """A span around one pass, linked to its run's starter; ``None`` without OpenTelemetry."""
     found = _otel()
-    return _NOTHING if found is None else _pass_span(*found, lease)
+    return _NOTHING if found is None else _pass_span(*found, lease, "leasejobs.pass")
+
+
+def takeover_span(lease: Lease) -> AbstractContextManager[Any]:
+    """A span around a takeover that holds or fails the run without a pass (L3), like a pass's.
+
+    No handler runs, so there would be no span at all; yet this is why the
+    run stopped -- a worker killed or cut off mid-pass -- and a trace backend
+    should show it, linked to the request that started the run.
+    """
+    found = _otel()
+    return _NOTHING if found is None else _pass_span(*found, lease, "leasejobs.takeover")
 
 
 @contextmanager
-def _pass_span(trace: ModuleType, propagate: ModuleType, lease: Lease) -> Iterator[Any]:
+def _pass_span(trace: ModuleType, propagate: ModuleType, lease: Lease, name: str) -> Iterator[Any]:
     run = lease.run
     tracer = trace.get_tracer("django_leasejobs")
     attributes = {
@@ -111,7 +122,7 @@ def _pass_span(trace: ModuleType, propagate: ModuleType, lease: Lease) -> Iterat
         "leasejobs.attempt": run.attempts + 1,
     }
     with tracer.start_as_current_span(
-        f"leasejobs.pass {run.job}",
+        f"{name} {run.job}",
         kind=trace.SpanKind.CONSUMER,
         links=_links(trace, propagate, run.trace_context),
         attributes=attributes,
@@ -131,6 +142,17 @@ def finished(span: Any, outcome: str, error: BaseException | None) -> None:
         span.record_exception(error)
         if trace is not None:
             span.set_status(trace.Status(trace.StatusCode.ERROR, type(error).__name__))
+
+
+def taken_over(span: Any, outcome: str, code: str, note: str) -> None:
+    """Note a takeover's outcome on its *span*: held or failed, with why, as an error."""
+    if span is None:
+        return
+    span.set_attribute("leasejobs.outcome", str(outcome))
+    span.set_attribute("leasejobs.failure_code", str(code))
+    trace, _propagate = _otel() or (None, None)
+    if trace is not None:
+        span.set_status(trace.Status(trace.StatusCode.ERROR, note))
 
 
 def step_span(name: str) -> AbstractContextManager[Any]:

@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from django_leasejobs import start, start_many, tracing
+from django_leasejobs import Retry, start, start_many, tracing
 from tests.utils import fresh
 
 pytestmark = pytest.mark.django_db
@@ -174,3 +174,38 @@ def test_o3_without_opentelemetry_nothing_is_imported_and_nothing_is_stored(
     finally:
         monkeypatch.undo()
         tracing._looked = False
+
+
+@pytest.mark.parametrize(
+    ("options", "outcome", "code"),
+    [
+        ({"safe_to_repeat": False}, "held", "interrupted"),
+        ({"retry": Retry(max_attempts=1)}, "failed", "lease_expired"),
+    ],
+    ids=["held", "failed"],
+)
+def test_o2_o3_a_takeover_that_holds_or_fails_a_run_is_a_span_linked_like_a_pass(
+    define, drive, spans, frozen_clock, options, outcome, code
+):
+    """Revision 4: no pass follows such a takeover (L3), yet it is why the run stopped."""
+    from tests.test_leases import LEASE, _abandon
+
+    calls = []
+    spec = define("t.o3.takeover", lambda p: calls.append(1) or p.done(), lease=LEASE, **options)
+    with SITE.start_as_current_span("POST /charges") as request:
+        run = start(spec).run
+    _abandon(run, frozen_clock, began=True)
+    assert getattr(drive(spec), outcome) == 1
+    assert calls == []
+    assert _named(spans, "leasejobs.pass ") == []
+    (span,) = _named(spans, "leasejobs.takeover ")
+    assert span.name == "leasejobs.takeover t.o3.takeover"
+    assert span.kind is SpanKind.CONSUMER
+    attributes = dict(span.attributes)
+    assert attributes["leasejobs.run.id"] == run.pk
+    assert attributes["leasejobs.outcome"] == outcome
+    assert attributes["leasejobs.failure_code"] == code
+    assert span.status.status_code is StatusCode.ERROR
+    assert "worker killed or cut off" in span.status.description
+    (link,) = span.links
+    assert link.context.span_id == request.get_span_context().span_id
