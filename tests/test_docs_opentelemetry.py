@@ -63,9 +63,7 @@ def test_o2_every_module_the_howto_imports_comes_from_a_package_it_installs():
         assert spec.origin, f"{module} is a namespace, not a module"
         origin = Path(spec.origin).resolve()
         owners = {
-            dist.lower()
-            for dist in by_top.get(module.split(".")[0], [])
-            if _holds(dist, origin)
+            dist.lower() for dist in by_top.get(module.split(".")[0], []) if _holds(dist, origin)
         }
         assert owners & named, f"{module} comes from {owners}, not on the install line"
 
