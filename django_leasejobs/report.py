@@ -54,11 +54,14 @@ class DriveReport:
 
     @property
     def idle(self) -> bool:
-        """Whether the drive did nothing at all: no pass, no count, no error, no warning.
+        """Whether the drive began nothing and has nothing to say: no pass, no error, no warning.
 
         What a ``--loop`` worker does not print at the default verbosity (D5).
+        Runs found waiting for their limit (``throttled``: nothing ran, C2,
+        C3) or in a paused queue (stepped over, W6) are no news: a worker
+        polling them would otherwise print a line of zeros every interval.
         """
-        counts = ("attempted", *_COUNTS.values())
+        counts = ("attempted", *(name for name in _COUNTS.values() if name != "throttled"))
         return not (any(getattr(self, name) for name in counts) or self.errors or self.warnings)
 
     def tally(self, run_id: str, outcome: Outcome) -> None:

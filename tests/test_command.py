@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import time
+from datetime import timedelta
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -125,3 +126,34 @@ def test_w5_a_bad_concurrency_is_refused_in_one_line_and_nothing_is_driven(value
         0,
         run.updated_at,
     )
+
+
+@pytest.mark.django_db
+def test_d5_a_loop_drive_that_only_finds_throttled_or_paused_runs_prints_nothing(
+    define, drive, frozen_clock
+):
+    """A ``--loop`` drive that began nothing, but found runs waiting for their limit (C2)
+    or in a paused queue (W6), is as quiet at the default verbosity as an idle one; at
+    ``-v 2`` it prints its line, throttled count and all."""
+    from io import StringIO
+
+    from django_leasejobs import Limit, pause_queue
+    from django_leasejobs.management.commands.rundueJobs import Command
+    from tests.limit_helpers import hold_slots
+
+    spec = define("t.cmd.limited", lambda p: p.done(), limit=Limit(concurrency=1))
+    for n in range(3):
+        start(spec, instance=f"l{n}")
+    start(spec, instance="paused", queue="mail")
+    pause_queue("mail", by="ops")
+    hold_slots(spec.name, 1, until=frozen_clock.now() + timedelta(seconds=10))
+    report = drive(spec)
+    assert (report.attempted, report.throttled) == (0, 3)
+    printed = {}
+    for verbosity in (1, 2):
+        command = Command(stdout=StringIO())
+        command.verbosity, command.as_json = verbosity, False
+        command._print_drive(report)
+        printed[verbosity] = command.stdout.getvalue()
+    assert printed[1] == ""
+    assert "throttled=3" in printed[2]
