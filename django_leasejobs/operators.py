@@ -231,10 +231,11 @@ def pause_queue(queue: str, by: str, note: str = "") -> bool:
 
     Its runs are stepped over by every drive -- not counted against its
     ``limit``, never failed, no attempt charged -- and ``start()`` still
-    accepts runs on it; passes in flight finish. A worker sees the pause at
-    its next drive (at once on PostgreSQL, which is notified). A
-    compare-and-set: of two pauses, the second answers ``False`` ("already
-    paused").
+    accepts runs on it; passes in flight finish. A drive in progress stops
+    too: BEGIN refuses a pass of a paused queue, so none begins once this
+    has returned, and its runs the drive had claimed ahead are given back,
+    uncharged. A compare-and-set: of two pauses, the second answers
+    ``False`` ("already paused").
 
     Raises
     ------
