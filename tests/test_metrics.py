@@ -30,7 +30,7 @@ pytestmark = pytest.mark.django_db
 URL = "/metrics/leasejobs"
 TOKEN = "scrape-token-0123456789abcdef"
 #: Every label name the view may use: none can hold a run's own values.
-LABEL_NAMES = {"queue", "status", "job", "outcome", "le"}
+LABEL_NAMES = {"queue", "status", "job_name", "outcome", "le"}
 
 
 @pytest.fixture
@@ -252,13 +252,13 @@ def test_o2_o1_passes_of_the_last_15_minutes_per_job_queue_and_outcome(token, dr
     aggregate.flush(force=True)
     found = samples(scrape(f"Bearer {token}"))
     passes = values(found, "leasejobs_passes_15m")
-    key = {("job", "tests.noop"), ("outcome", "completed")}
+    key = {("job_name", "tests.noop"), ("outcome", "completed")}
     assert passes == {
         frozenset(key | {("queue", "default")}): 3,
         frozenset(key | {("queue", "mail")}): 1,
     }
     count = values(found, "leasejobs_pass_seconds_15m_count")
-    assert count[frozenset({("job", "tests.noop"), ("queue", "default")})] == 3
+    assert count[frozenset({("job_name", "tests.noop"), ("queue", "default")})] == 3
     assert values(found, "leasejobs_unreadable_stat_rows_15m") == {frozenset(): 0}
 
 
@@ -272,7 +272,7 @@ def test_o2_the_duration_histogram_is_cumulative_from_the_stored_buckets(frozen_
     old = {**row, "minute": minute - timedelta(minutes=20)}  # outside the window
     PassStat.objects.create(**old, outcome="completed", count=50, le_00=50)
     found = samples(scrape(f"Bearer {token}"))
-    labels = {("job", "t.h"), ("queue", "q")}
+    labels = {("job_name", "t.h"), ("queue", "q")}
     buckets = {
         dict(k)["le"]: v
         for k, v in values(found, "leasejobs_pass_seconds_15m_bucket").items()
@@ -312,7 +312,7 @@ def test_o2_s11_malformed_statistics_rows_are_skipped_and_counted(frozen_clock, 
     found = samples(scrape(f"Bearer {token}"))
     assert values(found, "leasejobs_unreadable_stat_rows_15m") == {frozenset(): 4}
     passes = values(found, "leasejobs_passes_15m")
-    assert passes == {frozenset({("job", "t.m"), ("queue", "q"), ("outcome", "completed")}): 2}
+    assert passes == {frozenset({("job_name", "t.m"), ("queue", "q"), ("outcome", "completed")}): 2}
 
 
 def test_o2_s11_a_database_error_answers_503_never_500(token, monkeypatch, caplog):

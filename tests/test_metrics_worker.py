@@ -13,17 +13,19 @@ from django.core.management import CommandError, call_command
 from django.db import connection, connections
 from prometheus_client.parser import text_string_to_metric_families
 
-from django_leasejobs import RunStatus, start
+from django_leasejobs import PassOutcome, RunStatus, start
 from django_leasejobs.metrics import OpenConnections, WorkerMetrics
 from django_leasejobs.models import Run
 from django_leasejobs.models.observability import BUCKETS
+from django_leasejobs.registry import registry
 from django_leasejobs.stats import lost_observers, observers
+from django_leasejobs.tasks import TASK_JOB
 from tests.processes import django_command, refused_usage
 from tests.utils import stop_worker, until
 
 WAIT = 60
 #: Every label name a worker's metrics may use: none can hold a run's own values.
-LABEL_NAMES = {"job", "queue", "outcome", "le"}
+LABEL_NAMES = {"job_name", "queue", "outcome", "le"}
 
 
 def free_port() -> int:
@@ -93,7 +95,7 @@ def test_o2_w5_metrics_port_serves_the_growing_pass_counters_of_a_real_worker():
             stop_worker(worker)
     assert worker.returncode == 0
     assert value(found, "leasejobs_passes_total") == 9
-    key = {"job": "tests.noop", "queue": "default"}
+    key = {"job_name": "tests.noop", "queue": "default"}
     assert value(found, "leasejobs_pass_seconds_count", **key) == 9
     assert value(found, "leasejobs_pass_seconds_bucket", le="+Inf", **key) == 9
     buckets = {s.labels["le"] for s in found if s.name == "leasejobs_pass_seconds_bucket"}
@@ -201,7 +203,7 @@ def test_o2_each_pass_the_drive_tallies_is_counted_with_its_duration(counted, dr
     for n in range(3):
         start("tests.noop", instance=f"c{n}", queue="mail")
     assert drive("tests.noop").completed == 3
-    key = {"job": "tests.noop", "queue": "mail"}
+    key = {"job_name": "tests.noop", "queue": "mail"}
     assert sample(counted, "leasejobs_passes_total", outcome="completed", **key) == 3
     assert sample(counted, "leasejobs_pass_seconds_count", **key) == 3
     assert sample(counted, "leasejobs_pass_seconds_bucket", le="300.0", **key) == 3
@@ -215,8 +217,61 @@ def test_o2_c2_a_throttled_pass_is_counted_as_one(counted, frozen_clock, drive):
     start(LIMITED, QUICK, instance="third")
     assert drive(LIMITED).throttled == 1
     assert sample(counted, "leasejobs_throttled_passes_total") == 1
-    key = {"job": LIMITED, "queue": "default", "outcome": "throttled"}
+    key = {"job_name": LIMITED, "queue": "default", "outcome": "throttled"}
     assert sample(counted, "leasejobs_passes_total", **key) == 1
+    untimed = {"job_name": LIMITED, "queue": "default"}
+    assert sample(counted, "leasejobs_pass_seconds_count", **untimed) == 0  # no handler ran
+
+
+def test_o2_r4_each_registered_jobs_series_exist_at_zero_once_installed(define):
+    """O2 rev. 4: ``increase()`` reads a series born at 1 as no increase, so every outcome of
+    every job registered here (in the job's own queue) and its duration histogram exist at
+    0 before the first pass: a job's first failure in this process is an increase."""
+    define("t.metrics.mailer", lambda p: p.done(), queue="mail")
+    metrics = WorkerMetrics()
+    metrics.install()
+    try:
+        for spec in [registry.get("tests.noop"), registry.get("t.metrics.mailer")]:
+            key = {"job_name": spec.name, "queue": spec.queue}
+            for outcome in PassOutcome:
+                found = metrics.registry.get_sample_value(
+                    "leasejobs_passes_total", {**key, "outcome": outcome}
+                )
+                assert found == 0.0, (key, outcome)
+            assert metrics.registry.get_sample_value("leasejobs_pass_seconds_count", key) == 0.0
+        assert (
+            metrics.registry.get_sample_value(
+                "leasejobs_passes_total",
+                {"job_name": "t.metrics.mailer", "queue": "default", "outcome": "failed"},
+            )
+            is None
+        )  # the job's own queue only
+        # A task run is counted under its task's path, which no process knows in advance.
+        named = {s.labels.get("job_name") for m in metrics.registry.collect() for s in m.samples}
+        assert TASK_JOB not in named
+    finally:
+        metrics.uninstall()
+
+
+def test_o2_r4_held_and_throttled_passes_are_counted_but_never_timed(counted):
+    """No handler ran in a held or throttled pass: a pass of ``leasejobs_passes_total``, never
+    a duration of ``leasejobs_pass_seconds`` (its 2 ms of bookkeeping skewed every p50)."""
+    key = {"job_name": "t.untimed", "queue": "q"}
+    counted.observe("t.untimed", "q", "held", 0.002)
+    counted.observe("t.untimed", "q", "throttled", 0.002)
+    counted.observe("t.untimed", "q", "completed", 0.5)
+    assert sample(counted, "leasejobs_passes_total", outcome="held", **key) == 1
+    assert sample(counted, "leasejobs_passes_total", outcome="throttled", **key) == 1
+    assert sample(counted, "leasejobs_passes_total", outcome="completed", **key) == 1
+    assert sample(counted, "leasejobs_pass_seconds_count", **key) == 1
+    assert sample(counted, "leasejobs_pass_seconds_sum", **key) == 0.5
+    assert sample(counted, "leasejobs_pass_seconds_bucket", le="0.005", **key) == 0
+
+
+def test_o2_r4_claims_lost_says_it_counts_only_another_processs_wins(counted):
+    (family,) = [m for m in counted.registry.collect() if m.name == "leasejobs_claims_lost"]
+    assert "another worker process" in family.documentation
+    assert "One process alone never raises it" in family.documentation
 
 
 @pytest.mark.django_db(transaction=True)

@@ -18,19 +18,22 @@ Two registries, for two kinds of scrape:
   Counted in memory as the drive tallies each pass
   (:data:`django_leasejobs.stats.observers`); a scrape reads no database.
 
-Labels are the job, the queue, the outcome and the status: a handful of
-values each. Never a run id, an instance, a payload or a limit key -- one
-series per run would grow Prometheus's memory with every run ever started.
-Import this package only once ``prometheus_client`` is known to be there.
+Labels are the job (:data:`JOB_LABEL`, ``job_name``), the queue, the
+outcome and the status: a handful of values each. Never a run id, an
+instance, a payload or a limit key -- one series per run would grow
+Prometheus's memory with every run ever started. Import this package only
+once ``prometheus_client`` is known to be there.
 """
 
 from __future__ import annotations
 
 from .connections import OpenConnections
+from .labels import JOB_LABEL
 from .process import WorkerMetrics, serve_worker_metrics
 from .scrape import WINDOW, FiguresCollector, exposition
 
 __all__ = [
+    "JOB_LABEL",
     "WINDOW",
     "FiguresCollector",
     "OpenConnections",

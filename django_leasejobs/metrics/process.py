@@ -11,9 +11,12 @@ from prometheus_client.exposition import start_http_server
 from django_leasejobs import stats
 from django_leasejobs.errors import describe
 from django_leasejobs.models.observability import BUCKETS
-from django_leasejobs.states import PassOutcome
+from django_leasejobs.registry import registry
+from django_leasejobs.states import UNTIMED_OUTCOMES, PassOutcome
+from django_leasejobs.tasks.options import TASK_JOB
 
 from .connections import OpenConnections
+from .labels import JOB_LABEL
 
 __all__ = ["WorkerMetrics", "serve_worker_metrics"]
 
@@ -29,19 +32,22 @@ class WorkerMetrics:
             "leasejobs_passes",
             "Passes this process ran, per job, queue and outcome (as the drive report counts "
             "them).",
-            ["job", "queue", "outcome"],
+            [JOB_LABEL, "queue", "outcome"],
             registry=self.registry,
         )
         self.pass_seconds = Histogram(
             "leasejobs_pass_seconds",
-            "Durations of the passes this process ran, per job and queue, in seconds.",
-            ["job", "queue"],
+            "Durations of the passes this process ran in which a handler ran (never a held or "
+            "throttled one), per job and queue, in seconds.",
+            [JOB_LABEL, "queue"],
             buckets=BUCKETS,
             registry=self.registry,
         )
         self.claims_lost = Counter(
             "leasejobs_claims_lost",
-            "Claims this process found taken by another worker (its drive then moves on).",
+            "Claims this process lost because another worker process claimed the run first "
+            "(its drive then moves on). One process alone never raises it, whatever its "
+            "concurrency, and throttled, paused or deferred runs never do.",
             registry=self.registry,
         )
         self.throttled = Counter(
@@ -58,10 +64,16 @@ class WorkerMetrics:
         ).set_function(self.connections.count)
 
     def observe(self, job: str, queue: str, outcome: str, seconds: float) -> None:
-        """One pass the drive counted (a :data:`.stats.observers` hook); never raises."""
+        """One pass the drive counted (a :data:`.stats.observers` hook); never raises.
+
+        A held or throttled pass ran no handler: it is counted, but its
+        milliseconds of bookkeeping would read as a fast pass in every
+        percentile, so it is not timed.
+        """
         try:
             self.passes.labels(job, queue, outcome).inc()
-            self.pass_seconds.labels(job, queue).observe(max(0.0, seconds))
+            if outcome not in UNTIMED_OUTCOMES:
+                self.pass_seconds.labels(job, queue).observe(max(0.0, seconds))
             if outcome == PassOutcome.THROTTLED:
                 self.throttled.inc()
         except Exception as exc:  # the metrics are an extra: never a drive's failure
@@ -71,8 +83,27 @@ class WorkerMetrics:
         """One claim lost to another worker (a :data:`.stats.lost_observers` hook)."""
         self.claims_lost.inc()
 
+    def zero(self) -> None:
+        """Create, at 0, every series this process can count for the jobs registered here.
+
+        ``increase()`` and ``rate()`` read a series born at 1 -- a job's first
+        failure in this process's life -- as no increase at all: the series
+        must exist at 0 in an earlier scrape (O2, revision 4). Each outcome in
+        the job's own queue; a run started in another queue, and each task run
+        (counted under its task's path, not the built-in job's name), still
+        begins its series at 1, which is why the shipped failure alert also
+        reads the view's ``leasejobs_passes_15m``.
+        """
+        for spec in registry:
+            if spec.name == TASK_JOB:
+                continue
+            for outcome in PassOutcome:
+                self.passes.labels(spec.name, spec.queue, outcome)
+            self.pass_seconds.labels(spec.name, spec.queue)
+
     def install(self) -> None:
-        """Count from now on: hook into the drive's tally and note connections."""
+        """Count from now on: the jobs' series at 0, the drive's tally hooked, connections noted."""
+        self.zero()
         self.connections.start()
         stats.observers.append(self.observe)
         stats.lost_observers.append(self.lost)

@@ -16,6 +16,8 @@ from django_leasejobs.models import Run
 from django_leasejobs.models.observability import BUCKETS
 from django_leasejobs.states import RunStatus
 
+from .labels import JOB_LABEL
+
 __all__ = ["WINDOW", "FiguresCollector", "exposition"]
 
 #: How far back the pass statistics exposed by the view reach (O2).
@@ -70,8 +72,8 @@ def _attention_families(now: datetime) -> list[Metric]:
         ("leasejobs_held_runs", "Runs held for an operator (L3).", seen.held),
         (
             "leasejobs_stalled_runs",
-            "Running runs live longer than their job's stall_after (S6), counted among at "
-            f"most the {figures.STALLED_SCAN_MAX} oldest.",
+            "How many running runs have been live longer than their job's stall_after (S6), "
+            f"counted among at most the {figures.STALLED_SCAN_MAX} oldest.",
             seen.stalled,
         ),
         (
@@ -96,7 +98,7 @@ def _window_families(now: datetime) -> list[Metric]:
         "leasejobs_passes_15m",
         "Passes that ended in the last 15 minutes, per job, queue and outcome (from O1's "
         "statistics, every worker's).",
-        labels=["job", "queue", "outcome"],
+        labels=[JOB_LABEL, "queue", "outcome"],
     )
     durations: dict[tuple[str, str], tuple[int, float, list[int]]] = {}
     for (job, queue, outcome), (n, total, buckets) in sorted(read.by_key.items()):
@@ -108,7 +110,7 @@ def _window_families(now: datetime) -> list[Metric]:
         "leasejobs_pass_seconds_15m",
         "Durations of the passes that ended in the last 15 minutes, per job and queue, in "
         "seconds (a histogram of the window: read it without rate()).",
-        labels=["job", "queue"],
+        labels=[JOB_LABEL, "queue"],
     )
     for (job, queue), (n, total, buckets) in durations.items():
         seconds.add_metric([job, queue], _cumulative(buckets, n), sum_value=total)
