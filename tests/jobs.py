@@ -413,3 +413,20 @@ def deferring(p):
     if time.time() < p.payload["until"]:
         raise Defer(timedelta(milliseconds=p.payload.get("every_ms", 200)))
     return p.done()
+
+
+# O2's monitoring, proven against a real Prometheus (tests/test_monitoring_prometheus.py):
+# two jobs that complete, and one whose first pass fails for good.
+@job("tests.monitored.alpha")
+def monitored_alpha(p):
+    return p.done()
+
+
+@job("tests.monitored.beta")
+def monitored_beta(p):
+    return p.done()
+
+
+@job("tests.monitored.broken", retry=Retry(max_attempts=1))
+def monitored_broken(p):
+    raise RuntimeError("broken on purpose: its first failed pass must alert (O2)")

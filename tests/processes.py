@@ -96,6 +96,21 @@ def django_command(*args: str, env: dict[str, str] | None = None, **popen) -> su
     )
 
 
+def end(process: subprocess.Popen, timeout: float = 30) -> tuple[str | None, str | None]:
+    """End *process* whatever state it is in: SIGTERM, wait, SIGKILL if it did not stop, reap.
+
+    For a fixture's teardown, so that a failing test leaves no process behind.
+    Returns what it wrote, when its output was piped.
+    """
+    if process.poll() is None:
+        process.terminate()
+    try:
+        return process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        return process.communicate()
+
+
 def refused_usage(*args: str, timeout: float = 60) -> list[str]:
     """Run ``python -m django rundueJobs <args>``, which its argparse must refuse: its stderr lines.
 

@@ -21,18 +21,11 @@ from django_leasejobs.registry import registry
 from django_leasejobs.stats import lost_observers, observers
 from django_leasejobs.tasks import TASK_JOB
 from tests.processes import django_command, refused_usage
-from tests.utils import stop_worker, until
+from tests.utils import free_port, stop_worker, until
 
 WAIT = 60
 #: Every label name a worker's metrics may use: none can hold a run's own values.
 LABEL_NAMES = {"job_name", "queue", "outcome", "le"}
-
-
-def free_port() -> int:
-    """A port no one listens on now (the kernel's pick for port 0)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def scrape(port: int) -> list | None:

@@ -1,7 +1,9 @@
 """Packaging and the docs a new user copies from (issue 18): what ships, what the pages print.
 
-Fast: these tests read files and build nothing. The build itself (``twine check``, the
-licence inside the wheel and the sdist) is checked by hand, as the issue records.
+Fast: these tests read files, and one builds a wheel (a few seconds) to open it: the
+monitoring files operators load from the installed package (O2). The rest of the build
+(``twine check``, the licence inside the wheel and the sdist) is checked by hand, as the
+issue records.
 """
 
 from __future__ import annotations
@@ -10,7 +12,12 @@ import ast
 import dataclasses
 import json
 import re
+import shutil
+import subprocess
+import sys
 import tomllib
+import zipfile
+from fnmatch import fnmatch
 from pathlib import Path
 
 from django.apps import apps
@@ -25,6 +32,8 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 DOCS_URL = PYPROJECT["project"]["urls"]["Documentation"].rstrip("/") + "/en/latest/"
 #: The pages that show what ``rundueJobs`` prints.
 REPORT_PAGES = ["docs/install.md", "docs/tutorial.md", "docs/reference/command.md"]
+#: What the package ships for Prometheus and Grafana (SPEC §16 O2, revision 4).
+MONITORING = ["monitoring/grafana-dashboard.json", "monitoring/prometheus-rules.yml"]
 #: DriveReport's counts, in the order its summary line prints them.
 COUNTS = [f.name for f in dataclasses.fields(DriveReport) if isinstance(f.default, int)]
 
@@ -149,3 +158,37 @@ def test_readme_sqlite_options_silence_w002(monkeypatch, tmp_path):
     hinted = re.search(r"OPTIONS = (\{.*\})", warning.hint)
     assert hinted, warning.hint
     assert options == ast.literal_eval(hinted[1])
+
+
+def test_o2_r4_the_monitoring_files_are_package_data():
+    patterns = PYPROJECT["tool"]["setuptools"]["package-data"]["django_leasejobs"]
+    package = ROOT / "django_leasejobs"
+    shipped = sorted(str(p.relative_to(package)) for p in (package / "monitoring").iterdir())
+    assert shipped == MONITORING
+    for path in shipped:
+        assert any(fnmatch(path, pattern) for pattern in patterns), path
+
+
+def test_o2_r4_a_built_wheel_carries_the_monitoring_files(tmp_path):
+    """Built from a copy of the sources, so that two test runs never share a build dir."""
+    source = tmp_path / "source"
+    shutil.copytree(
+        ROOT / "django_leasejobs",
+        source / "django_leasejobs",
+        ignore=shutil.ignore_patterns("__pycache__", "*.py[cod]"),
+    )
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, source / name)
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), source],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert built.returncode == 0, built.stderr
+    (wheel,) = tmp_path.glob("django_leasejobs-*.whl")
+    with zipfile.ZipFile(wheel) as opened:
+        for path in MONITORING:
+            carried = opened.read(f"django_leasejobs/{path}")
+            assert carried == (ROOT / "django_leasejobs" / path).read_bytes(), path

@@ -35,6 +35,29 @@ def relations_to(model) -> set[tuple]:
     }
 
 
+#: The Debian package each program of the ``tools`` tests comes from (.ci/run installs them).
+DEBIAN_PACKAGES = {"prometheus": "prometheus", "promtool": "prometheus", "faketime": "faketime"}
+
+
+def tool(name: str) -> str:
+    """The path of the program *name*; a ``tools`` test without it fails, never skips."""
+    import shutil
+
+    path = shutil.which(name)
+    package = DEBIAN_PACKAGES.get(name, name)
+    assert path, f"{name} is not installed: apt-get install {package} (.ci/run installs it)"
+    return path
+
+
+def free_port() -> int:
+    """A port no one listens on now (the kernel's pick for port 0)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 def until(predicate, seconds: float, every: float = 0.05) -> bool:
     """Poll *predicate* until it holds or *seconds* pass; whether it held (one last look)."""
     import time

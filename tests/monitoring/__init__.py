@@ -1,0 +1,1 @@
+"""The shipped Prometheus rules and Grafana dashboard, and a real Prometheus to run them (O2)."""
