@@ -262,6 +262,7 @@ def test_o2_r4_held_and_throttled_passes_are_counted_but_never_timed(counted):
 
 
 def test_o2_r4_claims_lost_says_it_counts_only_another_processs_wins(counted):
+    """O2 rev. 4: the help an operator reads in Prometheus says what raises the counter."""
     (family,) = [m for m in counted.registry.collect() if m.name == "leasejobs_claims_lost"]
     assert "another worker process" in family.documentation
     assert "One process alone never raises it" in family.documentation

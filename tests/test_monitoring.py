@@ -70,6 +70,8 @@ def test_o2_r4_the_views_families_are_read_through_max_before_any_sum(family):
 
 
 def test_o2_r4_the_dashboard_is_built_on_job_name_and_queue():
+    """O2 rev. 4: its variables are job_name and queue, and every per-job panel filters by
+    both; every panel reads the data source the importer picks."""
     board = dashboard()
     variables = {v["name"]: v for v in board["templating"]["list"]}
     assert {"datasource", "job_name", "queue"} <= set(variables)
@@ -90,6 +92,8 @@ def test_o2_r4_the_dashboard_is_built_on_job_name_and_queue():
 
 
 def test_o2_r4_the_monitoring_page_documents_the_shipped_files_and_fixes_every_query():
+    """O2 rev. 4: the how-to names every alert, how to load the rules and which scrape jobs
+    they assume, and no query on it groups by ``job``."""
     page = MONITORING_PAGE.read_text(encoding="utf-8")
     for name in alerts():
         assert name in page, name

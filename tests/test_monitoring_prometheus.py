@@ -10,6 +10,7 @@ through Prometheus's HTTP API, as Grafana and Alertmanager would.
 from __future__ import annotations
 
 import math
+import re
 import time
 from datetime import timedelta
 from urllib.parse import urlsplit
@@ -20,7 +21,14 @@ from django.utils import timezone
 from django_leasejobs import RunStatus, pause_queue, start
 from django_leasejobs.models import Run
 from tests.monitoring.prometheus import Prometheus
-from tests.monitoring.shipped import WORKERS_JOB, every_expr, grouping, panel_queries, recordings
+from tests.monitoring.shipped import (
+    WORKERS_JOB,
+    dashboard,
+    every_expr,
+    grouping,
+    panel_queries,
+    recordings,
+)
 from tests.processes import django_command, end
 from tests.utils import free_port, until
 
@@ -122,7 +130,7 @@ def test_o2_r4_a_real_prometheus_sees_job_name_a_first_failure_and_every_shipped
             and Run.objects.filter(job=BROKEN, status=RunStatus.FAILED).count() == 1
         ),
         WAIT,
-    ), watched.alive()
+    ), list(Run.objects.values_list("job", "queue", "status"))
 
     # The worker's own families, per job_name (Prometheus's `job` is the scrape job's).
     passes = f'sum by (job_name, outcome) (leasejobs_passes_total{{job="{WORKERS_JOB}"}}) > 0'
@@ -193,6 +201,16 @@ def test_o2_r4_a_real_prometheus_sees_job_name_a_first_failure_and_every_shipped
             BETA,
             BROKEN,
         }, title
+    # The dashboard's variables list the driven jobs and queues, as Grafana asks for them.
+    for variable in dashboard()["templating"]["list"]:
+        if variable["type"] == "query":
+            selector, label = re.fullmatch(
+                r"label_values\((.+), (\w+)\)", variable["definition"]
+            ).groups()
+            listed = set(watched.prometheus.api(f"label/{label}/values", **{"match[]": selector}))
+            assert (
+                listed >= {"job_name": {ALPHA, BETA, BROKEN}, "queue": {"default", PAUSED}}[label]
+            )
     # A query grouped by job_name answers under job_name, never under another label.
     for where, expr in panel_queries().items():
         if ["job_name" in labels for labels in grouping(expr)[:1]] == [True]:

@@ -39,6 +39,7 @@ def unit_tests() -> dict:
 
 
 def test_o2_r4_promtool_checks_the_shipped_rules():
+    """O2 rev. 4: ``promtool check rules`` accepts the file the package ships."""
     checked = promtool("check", "rules", str(rules_file()))
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert f"SUCCESS: {len(rules())} rules found" in checked.stdout

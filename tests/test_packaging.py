@@ -161,6 +161,7 @@ def test_readme_sqlite_options_silence_w002(monkeypatch, tmp_path):
 
 
 def test_o2_r4_the_monitoring_files_are_package_data():
+    """O2 rev. 4: every file of ``monitoring/`` matches a package-data pattern."""
     patterns = PYPROJECT["tool"]["setuptools"]["package-data"]["django_leasejobs"]
     package = ROOT / "django_leasejobs"
     shipped = sorted(str(p.relative_to(package)) for p in (package / "monitoring").iterdir())
