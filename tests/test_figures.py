@@ -13,7 +13,7 @@ from django_leasejobs.figures import attention, coarse_window, percentile, queue
 from django_leasejobs.models import PassStat
 from django_leasejobs.models.observability import BUCKETS
 from tests.factories import RunFactory
-from tests.utils import due_in_queue, statements
+from tests.utils import due_in_queue, stat_columns, statements, store_text
 
 pytestmark = pytest.mark.django_db
 
@@ -104,6 +104,23 @@ def test_o4_percentiles_follow_the_histogram():
     assert percentile(buckets, 0.5, 0.0) == pytest.approx(BUCKETS[0] / 2)
     buckets[-1] = 90
     assert percentile(buckets, 0.95, 400.0) == 400.0
+
+
+@pytest.mark.parametrize("column", stat_columns())
+def test_o4_s11_text_in_a_number_column_is_unreadable_minute_by_minute_and_summed(
+    frozen_clock, column
+):
+    """SQLite keeps text in a number's column: never summed as 0, never a float() that raises."""
+    at = frozen_clock.now().replace(second=0, microsecond=0) - 10 * MINUTE
+    _stat(at, count=2, le_00=2, total_seconds=0.004, max_seconds=0.003)
+    bad = _stat(at + MINUTE, count=3, total_seconds=900.0, max_seconds=400.0)  # past 300 s
+    store_text(bad, column)
+    since, until = at - 20 * MINUTE, at + 40 * MINUTE
+    for found in (window(since, until, MINUTE), coarse_window(since, until, 30 * MINUTE)):
+        assert found.unreadable == 1
+        assert found.jobs["t.f"].passes == 2
+        assert sum(sum(counts.values()) for counts in found.series.values()) == 2
+        assert found.by_key == {("t.f", "q", "completed"): (2, 0.004, [2] + [0] * len(BUCKETS))}
 
 
 @pytest.mark.parametrize("intervals", [1, 2, 3, 5, 48])

@@ -50,8 +50,10 @@ def _readable() -> Q:
     row: counts from 0 to 2**53, no more in the buckets than the count, times
     finite and not negative -- in a few comparisons a row (``LEAST`` /
     ``GREATEST`` of the counts and of the times; PostgreSQL's ``NaN`` is the
-    greatest float). The buckets are summed as floats, so that a hand-edited
-    row of huge counts cannot overflow the sum.
+    greatest float, and SQLite orders text and blobs after every number, so
+    text in a number's column fails ``GREATEST(...) <= ...``). The buckets are
+    summed as floats, so that a hand-edited row of huge counts cannot overflow
+    the sum.
     """
     counts = [F("count"), *(F(name) for name in BUCKET_FIELDS)]
     times = [F("total_seconds"), F("max_seconds")]
@@ -93,7 +95,9 @@ def _fold_keys(result: Window, table: QuerySet[PassStat]) -> None:
     """Each (job, queue, outcome)'s figures, and the unreadable rows, as :func:`window` counts.
 
     Grouped by the key and by :func:`_readable`, so each row is tested once
-    (most of the read's cost).
+    (most of the read's cost). The longest times are read through a cast: in
+    a group of unreadable SQLite rows, ``MAX`` of a text column is that text,
+    which Django's float conversion would raise on.
     """
     keys = (
         table.annotate(readable=ExpressionWrapper(_readable(), output_field=BooleanField()))
@@ -102,8 +106,8 @@ def _fold_keys(result: Window, table: QuerySet[PassStat]) -> None:
             rows=Count("pk"),
             n=Coalesce(Sum("count"), 0),
             total=Coalesce(Sum("total_seconds"), 0.0),
-            top=Coalesce(Max("total_seconds"), 0.0),
-            longest=Coalesce(Max("max_seconds"), 0.0),
+            top=Coalesce(Max(Cast("total_seconds", FloatField())), 0.0),
+            longest=Coalesce(Max(Cast("max_seconds", FloatField())), 0.0),
             **{name: Coalesce(Sum(name), 0) for name in BUCKET_FIELDS},
         )
         .order_by()
