@@ -44,7 +44,7 @@ from .clock import get_clock
 from .errors import describe
 from .models import Run
 from .models.observability import BUCKETS
-from .states import PassOutcome, RunStatus
+from .states import UNTIMED_OUTCOMES, PassOutcome, RunStatus
 
 __all__ = ["WINDOW", "FiguresCollector", "WorkerMetrics", "exposition", "serve_worker_metrics"]
 
@@ -136,6 +136,8 @@ def _window_families(now: datetime) -> list[Metric]:
     durations: dict[tuple[str, str], tuple[int, float, list[int]]] = {}
     for (job, queue, outcome), (n, total, buckets) in sorted(read.by_key.items()):
         passes.add_metric([job, queue, outcome], n)
+        if outcome in UNTIMED_OUTCOMES:
+            continue  # no handler ran: a pass, never a duration (O1)
         seen = durations.get((job, queue), (0, 0.0, [0] * len(buckets)))
         merged = [a + b for a, b in zip(seen[2], buckets, strict=True)]
         durations[(job, queue)] = (seen[0] + n, seen[1] + total, merged)

@@ -310,6 +310,19 @@ def test_o4_s11_text_in_a_number_column_is_counted_unreadable_never_a_500(
     assert sum(sum(counts.values()) for counts in page.bars().values()) == 3
 
 
+@pytest.mark.parametrize("key", ["hour", "day", "week"])
+def test_o4_held_and_throttled_passes_count_but_never_in_the_durations(viewer, frozen_clock, key):
+    """A held takeover's or a throttled pass's milliseconds would read as fast passes."""
+    at = frozen_clock.now() - 5 * MINUTE
+    stat(at, count=2, le_07=2, total_seconds=1.5, max_seconds=0.9)  # (0.5, 1] s
+    stat(at, outcome="held", count=5, le_00=5, total_seconds=0.0125, max_seconds=0.003)
+    stat(at, outcome="throttled", count=9, le_00=9, total_seconds=0.009, max_seconds=0.001)
+    page = Page(viewer.get(OVERVIEW, {"window": key}).content.decode())
+    assert page.jobs()["t.a"][:5] == ["16", "5", "31.2%", "750 ms", "975 ms"]
+    assert page.durations() == {"t.a": ("750 ms", "975 ms")}
+    assert sum(page.bars()[label]["held"] for label in page.bars()) == 5
+
+
 def test_o4_a_count_past_2_53_is_unreadable_summed_or_not(history):
     stat(history - 90 * MINUTE, count=2**53 + 1)
     since, until = bounds(history, SPANS["day"])

@@ -123,6 +123,22 @@ def test_o4_s11_text_in_a_number_column_is_unreadable_minute_by_minute_and_summe
         assert found.by_key == {("t.f", "q", "completed"): (2, 0.004, [2] + [0] * len(BUCKETS))}
 
 
+@pytest.mark.parametrize("untimed", ["held", "throttled"])
+def test_o1_o4_an_untimed_outcome_counts_as_passes_never_as_durations(frozen_clock, untimed):
+    """A held takeover or a throttled pass ran no handler: its bookkeeping is no duration."""
+    at = frozen_clock.now().replace(second=0, microsecond=0) - 10 * MINUTE
+    _stat(at, count=2, le_07=2, total_seconds=1.5, max_seconds=0.9)  # (0.5, 1] s
+    _stat(at, outcome=untimed, count=6, le_00=6, total_seconds=0.015, max_seconds=0.003)
+    since, until = at - 20 * MINUTE, at + 40 * MINUTE
+    for found in (window(since, until, MINUTE), coarse_window(since, until, 30 * MINUTE)):
+        job = found.jobs["t.f"]
+        assert (job.passes, job.failures) == (8, 6 if untimed == "held" else 0)
+        assert sum(job.buckets) == 2
+        assert (job.seconds, job.longest) == (1.5, 0.9)
+        assert job.p50 == pytest.approx(0.75)  # the 1st of 2 in (0.5, 1]: 6 untimed would be 5 ms
+        assert found.by_key[("t.f", "q", untimed)][0] == 6  # still passes, for O2's count
+
+
 @pytest.mark.parametrize("intervals", [1, 2, 3, 5, 48])
 def test_o4_coarse_window_places_each_minute_in_its_interval(frozen_clock, intervals):
     """The interval of a minute, at and around every edge, as window() folds it."""

@@ -334,6 +334,25 @@ def test_o2_s11_text_in_a_number_column_is_counted_unreadable_never_a_500(
     assert list(values(found, "leasejobs_pass_seconds_15m_sum").values()) == [0.004]
 
 
+@pytest.mark.parametrize("untimed", ["held", "throttled"])
+def test_o2_o1_untimed_passes_are_counted_but_never_in_the_duration_histogram(
+    frozen_clock, token, untimed
+):
+    """A held takeover or a throttled pass ran no handler: a pass, never a 2.5 ms duration."""
+    minute = frozen_clock.now().replace(second=0, microsecond=0)
+    row = {"minute": minute, "job": "t.u", "queue": "q"}
+    PassStat.objects.create(**row, outcome="completed", count=2, le_07=2, total_seconds=1.5)
+    PassStat.objects.create(**row, outcome=untimed, count=4, le_00=4, total_seconds=0.01)
+    found = samples(scrape(f"Bearer {token}"))
+    passes = values(found, "leasejobs_passes_15m")
+    assert sorted(passes.values()) == [2, 4]
+    assert list(values(found, "leasejobs_pass_seconds_15m_count").values()) == [2]
+    assert list(values(found, "leasejobs_pass_seconds_15m_sum").values()) == [1.5]
+    buckets = values(found, "leasejobs_pass_seconds_15m_bucket")
+    le = {dict(labels)["le"]: value for labels, value in buckets.items()}
+    assert (le["0.005"], le["0.5"], le["1.0"], le["+Inf"]) == (0, 0, 2, 2)
+
+
 def test_o2_s11_a_database_error_answers_503_never_500(token, monkeypatch, caplog):
     def refuse(*args, **kwargs):
         raise OperationalError("could not connect to postgres://app:hunter2@db.internal/app")

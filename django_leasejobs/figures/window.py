@@ -4,7 +4,9 @@ Read from the pass statistics the workers flush. A statistics row that
 cannot be read as one -- a restore, a hand edit: an outcome outside the
 vocabulary, a negative or non-finite figure, text where a number belongs
 (SQLite keeps what it is given) -- is counted apart as *unreadable*, never
-a 500 and never a silent zero.
+a 500 and never a silent zero. A pass in which no handler ran
+(:data:`~django_leasejobs.states.UNTIMED_OUTCOMES`: a held takeover, a
+throttled pass) counts as a pass, never in the durations.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from django.db import router
 
 from django_leasejobs.models import PassStat
 from django_leasejobs.models.observability import BUCKET_FIELDS, BUCKETS
-from django_leasejobs.states import PassOutcome
+from django_leasejobs.states import UNTIMED_OUTCOMES, PassOutcome
 
 __all__ = ["FAILED_OUTCOMES", "JobFigures", "Window", "add", "are_figures", "percentile", "window"]
 
@@ -30,7 +32,11 @@ FAILED_OUTCOMES = frozenset({PassOutcome.RETRYING, PassOutcome.FAILED, PassOutco
 
 @dataclass
 class JobFigures:
-    """One job over a window: its passes, failures and durations (O4's per-job table)."""
+    """One job over a window: its passes, failures and durations (O4's per-job table).
+
+    ``seconds``, ``longest`` and ``buckets`` are the timed passes' alone: a
+    pass that ran no handler is in ``passes`` (and ``failures``, if held) only.
+    """
 
     job: str
     passes: int = 0
@@ -62,7 +68,8 @@ class Window:
     #: Interval start -> outcome -> passes.
     series: dict[datetime, dict[str, int]]
     jobs: dict[str, JobFigures]
-    #: (job, queue, outcome) -> passes and their bucket counts: what O2 exposes.
+    #: (job, queue, outcome) -> passes, their seconds and bucket counts: what O2 exposes
+    #: (the seconds and buckets of an untimed outcome are bookkeeping: never a duration).
     by_key: dict[tuple[str, str, str], tuple[int, float, list[int]]]
     #: Statistics rows that could not be read as figures (shown as such, never a 500).
     unreadable: int = 0
@@ -120,16 +127,22 @@ def add(  # noqa: PLR0917 - one statistics row's figures
     longest: float,
     buckets: list[Any],
 ) -> None:
-    """Fold one statistics row into its job's figures and its key's."""
+    """Fold one statistics row into its job's figures and its key's.
+
+    An untimed outcome's passes count, its durations do not: they are the
+    bookkeeping of a pass that ran nothing (a held takeover's 2 ms would
+    read as a fast pass in the job's p50).
+    """
     job, _queue, outcome = key
     counts = [*(int(b) for b in buckets), 0]
     counts[-1] = max(0, n - sum(counts))
     figures = result.jobs.setdefault(job, JobFigures(job))
     figures.passes += n
     figures.failures += n if outcome in FAILED_OUTCOMES else 0
-    figures.seconds += total
-    figures.longest = max(figures.longest, longest)
-    figures.buckets = [a + b for a, b in zip(figures.buckets, counts, strict=True)]
+    if outcome not in UNTIMED_OUTCOMES:
+        figures.seconds += total
+        figures.longest = max(figures.longest, longest)
+        figures.buckets = [a + b for a, b in zip(figures.buckets, counts, strict=True)]
     seen = result.by_key.get(key, (0, 0.0, [0] * len(counts)))
     merged = [a + b for a, b in zip(seen[2], counts, strict=True)]
     result.by_key[key] = (seen[0] + n, seen[1] + total, merged)
