@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -235,6 +236,18 @@ def test_o1_r4_a_flush_costs_the_same_statements_however_many_seconds_it_carries
 TOKEN = "clock-token-0123456789abcdef"
 
 
+def _finished(process: subprocess.Popen, timeout: float = 120) -> str:
+    """What *process* wrote once it exited 0; it is killed if the test fails first."""
+    try:
+        out, err = process.communicate(timeout=timeout)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, err
+    return out
+
+
 def _passes_15m(client: Client) -> int:
     """The completed passes of ``tests.noop`` the metrics view shows for the last 15 minutes."""
     with override_settings(
@@ -279,21 +292,12 @@ def test_o1_r4_a_worker_whose_wall_clock_is_off_shows_in_every_window(
             "SQLite's clock is each process's own: libfaketime fakes the worker's database "
             "clock with its wall clock, so there is no offset to measure"
         )
-    probe = with_wall_clock_off(offset, "shell", "-c", "import time; print(time.time())")
-    out, err = probe.communicate(timeout=120)
-    assert probe.returncode == 0, err
+    out = _finished(with_wall_clock_off(offset, "shell", "-c", "import time; print(time.time())"))
     assert abs(float(out.split()[-1]) - time.time() - seconds) < 60, "the clock is not off"
     for n in range(3):
         start("tests.noop", instance=f"clock{n}")
     drive = ("rundueJobs", "--job", "tests.noop", "--concurrency", str(concurrency))
-    worker = with_wall_clock_off(offset, *drive)
-    try:
-        out, err = worker.communicate(timeout=120)
-    finally:
-        if worker.poll() is None:
-            worker.kill()
-            worker.communicate()
-    assert worker.returncode == 0, err
+    out = _finished(with_wall_clock_off(offset, *drive))
     assert "completed=3" in out, out
     written = _minutes("tests.noop")
     now = get_clock().now()
