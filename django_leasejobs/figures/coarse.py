@@ -133,13 +133,21 @@ def _series(readable: QuerySet[PassStat], edges: list[datetime]) -> dict[datetim
 
     The interval is a balanced tree of ``CASE`` on the minute (:func:`_interval`):
     built once, a handful of comparisons a row, the same SQL on every
-    backend. Grouped with the outcome alone, each group holds one sum, so
-    PostgreSQL hashes the groups in memory -- grouping every figure by an
-    expression of the minute, it could not tell how few the groups are and
-    sorted the whole window, on disk past ``work_mem`` (400 ms for a week,
-    measured); a week's 42 intervals summed one aggregate each in a ``UNION
-    ALL`` cost the ORM more to build than the database to read, on an empty
-    site as on a full one. What comes back is a few rows per interval.
+    backend. Chosen by measurement, a week of 99 000 rows of 432 000 on
+    PostgreSQL 15 (``benchmarks/overview_page.py``, 2026-12-03):
+
+    * this read: PostgreSQL cannot tell how few the groups are (it guesses
+      40 000, from the minutes), but each holds one sum, so it hashes them
+      in memory -- 84 groups, 1.6 MB, 36-52 ms;
+    * one sum per outcome (``FILTER``) grouped by the interval alone: eight
+      sums a group make the guess too big to hash, so it sorted the window,
+      on disk (3.4 MB), 140-170 ms; every figure grouped by the interval: on
+      disk too, 17 MB, 200-300 ms;
+    * per-minute sums folded into intervals here: 10 080 rows, 160-230 ms of
+      Python;
+    * the ``UNION ALL`` of one aggregate per interval this replaces: 70-98 ms
+      to read, and building it cost the ORM more than the database took on
+      an empty site (the page's day and week: 98 and 115 ms empty, 30 now).
     """
     rows = (
         readable.annotate(interval=_interval(edges, 0, len(edges)))
