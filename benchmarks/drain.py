@@ -67,8 +67,11 @@ RESULTS_DIR = Path(__file__).resolve().parent / "results"
 # -- the parent ----------------------------------------------------------------------
 
 
-def fresh_database(database: str, tmp: Path) -> str:
-    """Create an empty database for *database*; return its ``DATABASE_URL``."""
+def fresh_database(database: str, tmp: Path, name: str = DB_NAME) -> str:
+    """Create an empty database for *database*; return its ``DATABASE_URL``.
+
+    *name*: the PostgreSQL database's, for a benchmark run beside another's.
+    """
     if database == "sqlite":
         path = tmp / "bench.sqlite3"
         for leftover in tmp.glob("bench.sqlite3*"):  # the file plus its -wal and -shm
@@ -79,9 +82,9 @@ def fresh_database(database: str, tmp: Path) -> str:
 
         # CREATE/DROP DATABASE cannot run inside a transaction.
         with psycopg.connect("postgresql://root@127.0.0.1:5432/postgres", autocommit=True) as pg:
-            pg.execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
-            pg.execute(f"CREATE DATABASE {DB_NAME}")
-        return SERVER_URLS[database]
+            pg.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+            pg.execute(f"CREATE DATABASE {name}")
+        return SERVER_URLS[database].removesuffix(DB_NAME) + name
     if database == "mariadb":
         import MySQLdb
 

@@ -2,14 +2,17 @@
 
     python benchmarks/overview_page.py [--runs 1000000] [--days 30] [--jobs 5]
                                        [--repeat 20] [--limit-ms 300]
+                                       [--database leasejobs_bench]
 
 On PostgreSQL (the production database, §12) it creates a fresh database
-(``leasejobs_bench``, dropped first, as the other benchmarks do), migrates,
+(``--database``, ``leasejobs_bench`` by default, dropped first, as the other
+benchmarks do: name another to run beside them), migrates,
 inserts ``--runs`` retained runs exactly as ``admin_list.py`` does (its
 ``seed``: ~97 % done, 2 % failed, held and running runs among them), and ``--days`` of pass
 statistics: every minute, each of ``--jobs`` jobs x 2 outcomes (completed and
 retrying), so 30 days x 5 jobs is 432 000 rows, as a busy site's workers
-would have flushed them (O1). After VACUUM ANALYZE it times the overview
+would have flushed them (O1). ``--runs 0 --days 0`` times the page on an
+empty site, which must be as fast (O4). After VACUUM ANALYZE it times the overview
 (``/admin/leasejobs/pausedqueue/overview/``) for the hour, the day and the
 week, logged in as a superuser through ``django.test.Client``: one warm-up,
 then ``--repeat`` GETs each, reported as min / median / max. Each window is
@@ -30,6 +33,7 @@ import argparse
 import datetime
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -44,7 +48,13 @@ if str(ROOT) not in sys.path:
 
 # The million runs are admin_list.py's, built the same way, so the two benchmarks read alike.
 from benchmarks.admin_list import JOB_NAMES, explain, log, one_line, register_jobs, seed  # noqa: E402
-from benchmarks.drain import fresh_database, machine_info, setup_database, write_results  # noqa: E402
+from benchmarks.drain import (  # noqa: E402
+    DB_NAME,
+    fresh_database,
+    machine_info,
+    setup_database,
+    write_results,
+)
 
 CHILD_TIMEOUT = 3600
 OVERVIEW = "/admin/leasejobs/pausedqueue/overview/"
@@ -74,6 +84,24 @@ FROM (
 """
 
 
+def seed_runs(runs: int) -> dict[str, Any]:
+    """admin_list.seed's *runs*, or none at all (an empty site)."""
+    from django.db import connection
+
+    from benchmarks.admin_list import table_size
+
+    if not runs:
+        return {"insert_s": 0.0, "counts": {}, "size": table_size()}
+    with connection.cursor() as cursor:
+        # admin_list.seed's INSERT predates the idle_passes column (issue 18), which has no
+        # database default: give it one for the seed, as the ORM would write 0.
+        cursor.execute("ALTER TABLE leasejobs_run ALTER COLUMN idle_passes SET DEFAULT 0")
+    seeded = seed(runs)
+    with connection.cursor() as cursor:
+        cursor.execute("ALTER TABLE leasejobs_run ALTER COLUMN idle_passes DROP DEFAULT")
+    return seeded
+
+
 def seed_statistics(days: int, n_jobs: int) -> dict[str, Any]:
     from django.db import connection
 
@@ -86,7 +114,8 @@ def seed_statistics(days: int, n_jobs: int) -> dict[str, Any]:
     began = time.monotonic()
     with connection.cursor() as cursor:
         params = {"since": since, "jobs": list(jobs), "minutes": minutes, "n_jobs": n_jobs}
-        cursor.execute(PG_STATS, params)
+        if minutes:
+            cursor.execute(PG_STATS, params)
         cursor.execute("VACUUM ANALYZE leasejobs_passstat")
     count = PassStat.objects.count()
     if count != minutes * n_jobs * 2:
@@ -108,8 +137,6 @@ def expected_total(key: str) -> int:
 
 
 def measure(client: Any, key: str, repeat: int) -> dict[str, Any]:
-    import re
-
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
@@ -161,13 +188,7 @@ def child(args: argparse.Namespace) -> None:
         raise SystemExit("the overview benchmark runs on PostgreSQL (SPEC §16 O4)")
     register_jobs()
     log(f"{server}: inserting {args.runs:,} runs")
-    with connection.cursor() as cursor:
-        # admin_list.seed's INSERT predates the idle_passes column (issue 18), which has no
-        # database default: give it one for the seed, as the ORM would write 0.
-        cursor.execute("ALTER TABLE leasejobs_run ALTER COLUMN idle_passes SET DEFAULT 0")
-    seeded = seed(args.runs)
-    with connection.cursor() as cursor:
-        cursor.execute("ALTER TABLE leasejobs_run ALTER COLUMN idle_passes DROP DEFAULT")
+    seeded = seed_runs(args.runs)
     log(f"inserted in {seeded['insert_s']:.1f} s; now {args.days} days of statistics")
     stats = seed_statistics(args.days, args.jobs)
     log(f"{stats['rows']:,} statistics rows in {stats['insert_s']:.1f} s; VACUUM ANALYZE")
@@ -257,7 +278,8 @@ def main(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="leasejobs-overview-") as tmp_name:
         for database in ("postgres",):
             print(f"{database}: fresh database", flush=True)
-            result = run_child(fresh_database(database, Path(tmp_name)), Path(tmp_name), args)
+            url = fresh_database(database, Path(tmp_name), args.database)
+            result = run_child(url, Path(tmp_name), args)
             servers[database] = result["server"]
             section, failed = describe(database, result, args.limit_ms)
             sections += section
@@ -298,15 +320,22 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--limit-ms", type=float, default=300, help="largest median per window (default 300)"
     )
+    parser.add_argument(
+        "--database",
+        default=DB_NAME,
+        help="the PostgreSQL database to create, dropped first (default %(default)s)",
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.runs < 10_000:  # admin_list.seed's mix needs as many
-        parser.error("--runs must be at least 10000")
+    if 0 < args.runs < 10_000:  # admin_list.seed's mix needs as many
+        parser.error("--runs must be 0 (an empty site) or at least 10000")
     if not 1 <= args.jobs <= len(JOB_NAMES):
         parser.error(f"--jobs must be from 1 to {len(JOB_NAMES)}")
-    if args.days < 1 or args.repeat < 1:
-        parser.error("--days and --repeat must be at least 1")
+    if args.days < 0 or args.repeat < 1:
+        parser.error("--days must be at least 0 and --repeat at least 1")
+    if not re.fullmatch(r"[a-z_][a-z0-9_]*", args.database):
+        parser.error("--database must be a plain lowercase name")
     return args
 
 

@@ -81,6 +81,16 @@ def _dotted_path(value: Any) -> bool:
     return isinstance(value, str) and "." in value
 
 
+def _header_token(value: Any) -> bool:
+    """A token a request header carries unchanged: printable ASCII, nothing for a server to trim."""
+    return (
+        isinstance(value, str)
+        and len(value) >= 16
+        and all(" " <= char <= "~" for char in value)
+        and value == value.strip(" ")
+    )
+
+
 class _Conf:
     """Typed, lazy view of ``settings.LEASEJOBS`` with the defaults filled in.
 
@@ -227,10 +237,11 @@ class _Conf:
 
     METRICS_TOKEN = Setting[str | None](
         None,
-        lambda value: value is None or (isinstance(value, str) and len(value) >= 16),
-        "None or a str of at least 16 characters",
+        lambda value: value is None or _header_token(value),
+        "None or a str of at least 16 printable ASCII characters, no space at either end",
         "A bearer token that also admits a scrape of the metrics view, besides a user with "
-        "leasejobs.view_run; None for none (O2).",
+        "leasejobs.view_run; None for none (O2). A WSGI server hands a header over as "
+        "latin-1 text and trims its ends, so any other token could never match.",
     )
 
     CLOCK = Setting[str](

@@ -84,10 +84,13 @@ def command_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def django_command(*args: str, env: dict[str, str] | None = None, **popen) -> subprocess.Popen:
-    """Start ``python -m django <args>`` against the test database (*env*: more variables)."""
+def django_command(
+    *args: str, env: dict[str, str] | None = None, under: tuple[str, ...] = (), **popen
+) -> subprocess.Popen:
+    """Start ``python -m django <args>`` against the test database (*env*: more variables;
+    *under*: a program to run it under, e.g. ``("faketime", "-f", "-20m")``)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "django", *args],
+        [*under, sys.executable, "-m", "django", *args],
         env=command_env(**(env or {})),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -161,6 +164,24 @@ def python(code: str) -> subprocess.Popen:
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def with_wall_clock_off(offset: str, *args: str) -> subprocess.Popen:
+    """Start ``python -m django <args>`` whose wall clock is *offset* off (``-20m``, ``+10m``).
+
+    Under Debian's ``faketime`` (libfaketime); a test that needs it fails,
+    never skips, where it is missing. Only the wall clock: a machine whose
+    clock is wrong still counts its monotonic clock from boot, and
+    libfaketime's faked monotonic clock makes Python's timed lock waits hang
+    (with it left alone, libfaketime makes Python's ``time.sleep`` fail with
+    EINVAL: give it work that does not sleep, a one-shot drive).
+    """
+    import shutil
+
+    faketime = shutil.which("faketime")
+    assert faketime, "faketime is not installed: apt-get install faketime (.ci/run installs it)"
+    env = {"FAKETIME_DONT_FAKE_MONOTONIC": "1", "NO_FAKE_STAT": "1"}
+    return django_command(*args, env=env, under=(faketime, "-f", offset))
 
 
 def against_unreachable_database(url: str, *args: str) -> subprocess.CompletedProcess:

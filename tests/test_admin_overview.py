@@ -20,7 +20,7 @@ from django_leasejobs.admin.overview import SPANS, bounds
 from django_leasejobs.figures import FAILURE_SCAN, coarse_window, last_failure, window
 from django_leasejobs.models import PassStat, Run
 from tests.factories import RunFactory, ScheduleFactory
-from tests.utils import user_with
+from tests.utils import stat_columns, store_text, user_with
 
 pytestmark = pytest.mark.django_db
 
@@ -289,6 +289,38 @@ def test_o4_s11_sums_past_what_the_database_holds_are_never_a_500(viewer, frozen
             assert "The figures cannot be read: " in text
         else:  # the two rows' sum, counted apart with the third
             assert "3 unreadable statistics rows in this window" in text
+
+
+@pytest.mark.parametrize("column", stat_columns())
+@pytest.mark.parametrize("key", ["hour", "day", "week"])
+def test_o4_s11_text_in_a_number_column_is_counted_unreadable_never_a_500(
+    viewer, frozen_clock, key, column
+):
+    """SQLite keeps text in a number's column: the row is counted unreadable, the rest shown."""
+    at = frozen_clock.now() - 5 * MINUTE
+    stat(at, count=2, le_00=2, total_seconds=0.004, max_seconds=0.003)
+    stat(at, outcome="retrying", count=1, le_07=1, total_seconds=0.9, max_seconds=0.9)
+    store_text(stat(at - MINUTE, count=3, total_seconds=900.0, max_seconds=400.0), column)
+    response = viewer.get(OVERVIEW, {"window": key})
+    assert response.status_code == 200
+    text = response.content.decode()
+    assert "1 unreadable statistics row in this window" in text
+    page = Page(text)
+    assert page.jobs()["t.a"][:5] == ["3", "1", "33.3%", "3.75 ms", "925 ms"]
+    assert sum(sum(counts.values()) for counts in page.bars().values()) == 3
+
+
+@pytest.mark.parametrize("key", ["hour", "day", "week"])
+def test_o4_held_and_throttled_passes_count_but_never_in_the_durations(viewer, frozen_clock, key):
+    """A held takeover's or a throttled pass's milliseconds would read as fast passes."""
+    at = frozen_clock.now() - 5 * MINUTE
+    stat(at, count=2, le_07=2, total_seconds=1.5, max_seconds=0.9)  # (0.5, 1] s
+    stat(at, outcome="held", count=5, le_00=5, total_seconds=0.0125, max_seconds=0.003)
+    stat(at, outcome="throttled", count=9, le_00=9, total_seconds=0.009, max_seconds=0.001)
+    page = Page(viewer.get(OVERVIEW, {"window": key}).content.decode())
+    assert page.jobs()["t.a"][:5] == ["16", "5", "31.2%", "750 ms", "975 ms"]
+    assert page.durations() == {"t.a": ("750 ms", "975 ms")}
+    assert sum(page.bars()[label]["held"] for label in page.bars()) == 5
 
 
 def test_o4_a_count_past_2_53_is_unreadable_summed_or_not(history):

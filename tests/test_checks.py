@@ -124,3 +124,31 @@ def test_e002_w5_a_bad_concurrency_setting_is_refused_by_check(settings, value):
     assert f"LEASEJOBS['CONCURRENCY'] must be a positive int, got {value!r}" in message.msg
     with pytest.raises(SystemCheckError, match=r"leasejobs\.E002.*CONCURRENCY"):
         call_command("check")
+
+
+@pytest.mark.parametrize(
+    "token",
+    [
+        "tökén-0123456789abcdef",  # arrives as latin-1 text: never equal
+        " leading-0123456789abcdef",
+        "trailing-0123456789abcdef ",
+        "tab\tinside-0123456789abcdef",
+        "line\nbreak-0123456789abcdef",
+        "short",
+    ],
+    ids=["not-ascii", "leading-space", "trailing-space", "tab", "newline", "short"],
+)
+def test_e002_s11_a_metrics_token_no_header_carries_unchanged_is_refused_by_check(settings, token):
+    settings.LEASEJOBS = {"METRICS_TOKEN": token}
+    (message,) = checks.check_settings()
+    assert message.id == "leasejobs.E002"
+    assert "LEASEJOBS['METRICS_TOKEN'] must be None or a str of at least 16 printable" in (
+        message.msg
+    )
+    with pytest.raises(SystemCheckError, match=r"leasejobs\.E002.*METRICS_TOKEN"):
+        call_command("check")
+
+
+def test_s11_a_metrics_token_of_printable_ascii_passes(settings):
+    settings.LEASEJOBS = {"METRICS_TOKEN": "scrape token/0123456789+abcdef=~"}
+    assert checks.check_settings() == []

@@ -5,13 +5,15 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from django_leasejobs import RunStatus, pause_queue
-from django_leasejobs.figures import attention, percentile, queues, window
+from django_leasejobs.figures import attention, coarse_window, percentile, queues, window
 from django_leasejobs.models import PassStat
 from django_leasejobs.models.observability import BUCKETS
 from tests.factories import RunFactory
-from tests.utils import due_in_queue
+from tests.utils import due_in_queue, stat_columns, statements, store_text
 
 pytestmark = pytest.mark.django_db
 
@@ -102,3 +104,71 @@ def test_o4_percentiles_follow_the_histogram():
     assert percentile(buckets, 0.5, 0.0) == pytest.approx(BUCKETS[0] / 2)
     buckets[-1] = 90
     assert percentile(buckets, 0.95, 400.0) == 400.0
+
+
+@pytest.mark.parametrize("column", stat_columns())
+def test_o4_s11_text_in_a_number_column_is_unreadable_minute_by_minute_and_summed(
+    frozen_clock, column
+):
+    """SQLite keeps text in a number's column: never summed as 0, never a float() that raises."""
+    at = frozen_clock.now().replace(second=0, microsecond=0) - 10 * MINUTE
+    _stat(at, count=2, le_00=2, total_seconds=0.004, max_seconds=0.003)
+    bad = _stat(at + MINUTE, count=3, total_seconds=900.0, max_seconds=400.0)  # past 300 s
+    store_text(bad, column)
+    since, until = at - 20 * MINUTE, at + 40 * MINUTE
+    for found in (window(since, until, MINUTE), coarse_window(since, until, 30 * MINUTE)):
+        assert found.unreadable == 1
+        assert found.jobs["t.f"].passes == 2
+        assert sum(sum(counts.values()) for counts in found.series.values()) == 2
+        assert found.by_key == {("t.f", "q", "completed"): (2, 0.004, [2] + [0] * len(BUCKETS))}
+
+
+@pytest.mark.parametrize("untimed", ["held", "throttled"])
+def test_o1_o4_an_untimed_outcome_counts_as_passes_never_as_durations(frozen_clock, untimed):
+    """A held takeover or a throttled pass ran no handler: its bookkeeping is no duration."""
+    at = frozen_clock.now().replace(second=0, microsecond=0) - 10 * MINUTE
+    _stat(at, count=2, le_07=2, total_seconds=1.5, max_seconds=0.9)  # (0.5, 1] s
+    _stat(at, outcome=untimed, count=6, le_00=6, total_seconds=0.015, max_seconds=0.003)
+    since, until = at - 20 * MINUTE, at + 40 * MINUTE
+    for found in (window(since, until, MINUTE), coarse_window(since, until, 30 * MINUTE)):
+        job = found.jobs["t.f"]
+        assert (job.passes, job.failures) == (8, 6 if untimed == "held" else 0)
+        assert sum(job.buckets) == 2
+        assert (job.seconds, job.longest) == (1.5, 0.9)
+        assert job.p50 == pytest.approx(0.75)  # the 1st of 2 in (0.5, 1]: 6 untimed would be 5 ms
+        assert found.by_key[("t.f", "q", untimed)][0] == 6  # still passes, for O2's count
+
+
+@pytest.mark.parametrize("intervals", [1, 2, 3, 5, 48])
+def test_o4_coarse_window_places_each_minute_in_its_interval(frozen_clock, intervals):
+    """The interval of a minute, at and around every edge, as window() folds it."""
+    step = 7 * MINUTE
+    until = frozen_clock.now().replace(second=0, microsecond=0)
+    since = until - intervals * step
+    for n in range(intervals):
+        edge = since + n * step
+        _stat(edge, count=n + 1)
+        _stat(edge + step - MINUTE, outcome="failed", count=10 * (n + 1))
+    _stat(until, count=1000)  # past the window
+    _stat(since - MINUTE, count=1000)  # before it
+    found = coarse_window(since, until, step)
+    assert found.series == window(since, until, step).series
+    assert found.series[since + (intervals - 1) * step] == {
+        "completed": intervals,
+        "failed": 10 * intervals,
+    }
+
+
+@pytest.mark.parametrize("span", [timedelta(days=1), timedelta(days=7)])
+def test_o4_a_coarse_window_is_two_reads_built_once_whatever_its_intervals(frozen_clock, span):
+    """Not a union of one aggregate per interval: the ORM built 168 of them slower than the
+    database read an empty table (O4 on an empty site)."""
+    until = frozen_clock.now()
+    _stat(until - timedelta(hours=2), count=3)
+    step = span / 48
+    with CaptureQueriesContext(connection) as captured:
+        found = coarse_window(until - span, until, step)
+    sent = statements(captured)
+    assert len(sent) == 2
+    assert not any("UNION" in sql.upper() for sql in sent)
+    assert sum(sum(counts.values()) for counts in found.series.values()) == 3

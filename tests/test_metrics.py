@@ -23,7 +23,7 @@ from django_leasejobs.models import PassStat, Run
 from django_leasejobs.models.observability import BUCKETS
 from django_leasejobs.stats import aggregate
 from tests.factories import RunFactory
-from tests.utils import due_in_queue
+from tests.utils import due_in_queue, stat_columns, store_text
 
 pytestmark = pytest.mark.django_db
 
@@ -313,6 +313,44 @@ def test_o2_s11_malformed_statistics_rows_are_skipped_and_counted(frozen_clock, 
     assert values(found, "leasejobs_unreadable_stat_rows_15m") == {frozenset(): 4}
     passes = values(found, "leasejobs_passes_15m")
     assert passes == {frozenset({("job_name", "t.m"), ("queue", "q"), ("outcome", "completed")}): 2}
+
+
+@pytest.mark.parametrize("column", stat_columns())
+def test_o2_s11_text_in_a_number_column_is_counted_unreadable_never_a_500(
+    frozen_clock, token, column
+):
+    """SQLite keeps text in a number's column: never a 500, never summed as 0 passes."""
+    minute = frozen_clock.now().replace(second=0, microsecond=0)
+    row = {"job": "t.m", "queue": "q", "outcome": "completed"}
+    PassStat.objects.create(**row, minute=minute, count=2, le_00=2, total_seconds=0.004)
+    bad = PassStat.objects.create(
+        **row, minute=minute - timedelta(minutes=1), count=3, total_seconds=900, max_seconds=400
+    )
+    store_text(bad, column)
+    found = samples(scrape(f"Bearer {token}"))  # 200
+    assert values(found, "leasejobs_unreadable_stat_rows_15m") == {frozenset(): 1}
+    assert list(values(found, "leasejobs_passes_15m").values()) == [2]
+    assert list(values(found, "leasejobs_pass_seconds_15m_count").values()) == [2]
+    assert list(values(found, "leasejobs_pass_seconds_15m_sum").values()) == [0.004]
+
+
+@pytest.mark.parametrize("untimed", ["held", "throttled"])
+def test_o2_o1_untimed_passes_are_counted_but_never_in_the_duration_histogram(
+    frozen_clock, token, untimed
+):
+    """A held takeover or a throttled pass ran no handler: a pass, never a 2.5 ms duration."""
+    minute = frozen_clock.now().replace(second=0, microsecond=0)
+    row = {"minute": minute, "job": "t.u", "queue": "q"}
+    PassStat.objects.create(**row, outcome="completed", count=2, le_07=2, total_seconds=1.5)
+    PassStat.objects.create(**row, outcome=untimed, count=4, le_00=4, total_seconds=0.01)
+    found = samples(scrape(f"Bearer {token}"))
+    passes = values(found, "leasejobs_passes_15m")
+    assert sorted(passes.values()) == [2, 4]
+    assert list(values(found, "leasejobs_pass_seconds_15m_count").values()) == [2]
+    assert list(values(found, "leasejobs_pass_seconds_15m_sum").values()) == [1.5]
+    buckets = values(found, "leasejobs_pass_seconds_15m_bucket")
+    le = {dict(labels)["le"]: value for labels, value in buckets.items()}
+    assert (le["0.005"], le["0.5"], le["1.0"], le["+Inf"]) == (0, 0, 2, 2)
 
 
 def test_o2_s11_a_database_error_answers_503_never_500(token, monkeypatch, caplog):

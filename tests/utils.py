@@ -166,3 +166,29 @@ def waited_out(slow, after) -> list[str]:
     )
     assert len(began) == len(after), f"{len(after) - len(began)} of the runs never began"
     return [run.instance for run in after if began[run.pk] > slow_pass.ended_ns]
+
+
+def stat_columns() -> list[str]:
+    """The columns of a statistics row (O1) that hold numbers: its count, times and buckets."""
+    from django_leasejobs.models.observability import BUCKET_FIELDS
+
+    return ["count", "total_seconds", "max_seconds", *BUCKET_FIELDS]
+
+
+def store_text(row, column: str, text: str = "garbled") -> None:
+    """Write *text* into *row*'s number *column*, as a restore or a hand edit can on SQLite.
+
+    SQLite keeps what it cannot read as a number as text, whatever the
+    column's type; PostgreSQL and MariaDB refuse it, so there the test is skipped.
+    """
+    import pytest
+    from django.db import connection
+
+    if connection.vendor != "sqlite":
+        pytest.skip("only SQLite keeps text in a number's column")
+    qn = connection.ops.quote_name
+    table, name = qn(type(row)._meta.db_table), qn(column)
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {table} SET {name} = %s WHERE id = %s", [text, row.pk])
+        cursor.execute(f"SELECT typeof({name}) FROM {table} WHERE id = %s", [row.pk])
+        assert cursor.fetchone() == ("text",)

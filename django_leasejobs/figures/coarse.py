@@ -7,18 +7,23 @@ import operator
 import sys
 from datetime import datetime, timedelta
 from functools import reduce
+from typing import Any
 
 from django.db import router
 from django.db.models import (
     BooleanField,
+    Case,
     Count,
     ExpressionWrapper,
     F,
     FloatField,
+    IntegerField,
     Max,
     Q,
+    QuerySet,
     Sum,
     Value,
+    When,
 )
 from django.db.models.functions import Cast, Coalesce, Greatest, Least
 from django.db.models.lookups import GreaterThanOrEqual, LessThanOrEqual
@@ -45,8 +50,10 @@ def _readable() -> Q:
     row: counts from 0 to 2**53, no more in the buckets than the count, times
     finite and not negative -- in a few comparisons a row (``LEAST`` /
     ``GREATEST`` of the counts and of the times; PostgreSQL's ``NaN`` is the
-    greatest float). The buckets are summed as floats, so that a hand-edited
-    row of huge counts cannot overflow the sum.
+    greatest float, and SQLite orders text and blobs after every number, so
+    text in a number's column fails ``GREATEST(...) <= ...``). The buckets are
+    summed as floats, so that a hand-edited row of huge counts cannot overflow
+    the sum.
     """
     counts = [F("count"), *(F(name) for name in BUCKET_FIELDS)]
     times = [F("total_seconds"), F("max_seconds")]
@@ -68,60 +75,105 @@ def coarse_window(since: datetime, until: datetime, step: timedelta) -> Window:
     outcome) is tens of thousands of rows to fold here (a week of 5 jobs x 2
     outcomes is 100 800); the database sums them instead, so what comes back
     is a few hundred rows whatever the rate of passes. Two reads of the
-    window's range of the statistics key, each testing a row at most once
-    (:func:`_readable`, most of a read's cost):
-
-    * per (job, queue, outcome) and readable or not: each key's figures, and
-      the unreadable rows, counted row by row as :func:`window` counts them;
-    * per interval, the passes of each outcome (a fixed vocabulary, so one
-      filtered sum each): a ``UNION ALL`` of one aggregate per interval over
-      its own range of the key, with no ``GROUP BY`` at all. (Grouped by an
-      expression of the minute instead, PostgreSQL cannot tell how few the
-      groups are and sorted the whole window, on disk past ``work_mem``:
-      400 ms for a week, measured; SQLite built a temporary B-tree.) Only
-      when the first read found unreadable rows does this one test each row.
+    window's range of the statistics key, each built once whatever the
+    number of intervals: each key's figures (:func:`_fold_keys`), then the
+    passes per interval and outcome (:func:`_series`), which tests each row
+    (:func:`_readable`) only when the first read found unreadable rows.
     """
-    table = PassStat.objects.using(router.db_for_read(PassStat))
+    table = PassStat.objects.using(router.db_for_read(PassStat)).filter(
+        minute__gte=since, minute__lt=until
+    )
+    result = Window(since, until, step, {}, {}, {})
+    _fold_keys(result, table)
+    edges = [since + n * step for n in range(max(1, math.ceil((until - since) / step)))]
+    readable = table.filter(_readable()) if result.unreadable else table
+    result.series = _series(readable, edges)
+    return result
+
+
+def _fold_keys(result: Window, table: QuerySet[PassStat]) -> None:
+    """Each (job, queue, outcome)'s figures, and the unreadable rows, as :func:`window` counts.
+
+    Grouped by the key and by :func:`_readable`, so each row is tested once
+    (most of the read's cost). The longest times are read through a cast: in
+    a group of unreadable SQLite rows, ``MAX`` of a text column is that text,
+    which Django's float conversion would raise on.
+    """
     keys = (
-        table.filter(minute__gte=since, minute__lt=until)
-        .annotate(readable=ExpressionWrapper(_readable(), output_field=BooleanField()))
+        table.annotate(readable=ExpressionWrapper(_readable(), output_field=BooleanField()))
         .values_list("readable", "job", "queue", "outcome")
         .annotate(
             rows=Count("pk"),
             n=Coalesce(Sum("count"), 0),
             total=Coalesce(Sum("total_seconds"), 0.0),
-            top=Coalesce(Max("total_seconds"), 0.0),
-            longest=Coalesce(Max("max_seconds"), 0.0),
+            top=Coalesce(Max(Cast("total_seconds", FloatField())), 0.0),
+            longest=Coalesce(Max(Cast("max_seconds", FloatField())), 0.0),
             **{name: Coalesce(Sum(name), 0) for name in BUCKET_FIELDS},
         )
         .order_by()
     )
-    result = Window(since, until, step, {}, {}, {})
     for readable, job, queue, outcome, rows, n, total, top, longest, *buckets in keys:
-        # A sum past a float: PostgreSQL refuses it, SQLite gives infinity (not figures),
-        # MariaDB gives 0 -- less than one of the non-negative times it summed.
-        summed_past = float(total) < float(top)
-        if not readable or summed_past or not are_figures(n, total, longest, buckets):
+        if not readable or not are_figures(n, total, longest, buckets) or _past(total, top):
             result.unreadable += int(rows)
             continue
         add(result, (job, queue, outcome), int(n), float(total), float(longest), buckets)
-    # Each part reads its own range alone: beside the window's, SQLite would walk the
-    # index by the window's range, once per interval.
-    table = table.filter(_readable()) if result.unreadable else table
-    edges = [since + n * step for n in range(max(1, math.ceil((until - since) / step)))]
-    outcomes = list(PassOutcome.values)
-    parts = [
-        table.filter(minute__gte=start, minute__lt=min(start + step, until))
-        .annotate(interval=Value(number))
-        .values_list("interval")
-        .annotate(**{f"n_{o}": Coalesce(Sum("count", filter=Q(outcome=o)), 0) for o in outcomes})
+
+
+def _past(total: Any, top: Any) -> bool:
+    """Whether a sum of times went past a float.
+
+    PostgreSQL refuses it, SQLite gives infinity (not figures), MariaDB gives
+    0 -- less than one of the non-negative times it summed.
+    """
+    return float(total) < float(top)
+
+
+def _series(readable: QuerySet[PassStat], edges: list[datetime]) -> dict[datetime, dict[str, int]]:
+    """Interval start -> outcome -> passes: one read grouped by (interval, outcome).
+
+    The interval is a balanced tree of ``CASE`` on the minute (:func:`_interval`):
+    built once, a handful of comparisons a row, the same SQL on every
+    backend. Chosen by measurement, a week of 99 000 rows of 432 000 on
+    PostgreSQL 15 (``benchmarks/overview_page.py``, 2026-12-03):
+
+    * this read: PostgreSQL cannot tell how few the groups are (it guesses
+      40 000, from the minutes), but each holds one sum, so it hashes them
+      in memory -- 84 groups, 1.6 MB, 36-52 ms;
+    * one sum per outcome (``FILTER``) grouped by the interval alone: eight
+      sums a group make the guess too big to hash, so it sorted the window,
+      on disk (3.4 MB), 140-170 ms; every figure grouped by the interval: on
+      disk too, 17 MB, 200-300 ms;
+    * per-minute sums folded into intervals here: 10 080 rows, 160-230 ms of
+      Python;
+    * the ``UNION ALL`` of one aggregate per interval this replaces: 70-98 ms
+      to read, and building it cost the ORM more than the database took on
+      an empty site (the page's day and week: 98 and 115 ms empty, 30 now).
+    """
+    rows = (
+        readable.annotate(interval=_interval(edges, 0, len(edges)))
+        .values_list("interval", "outcome")
+        .annotate(n=Sum("count"))
         .order_by()
-        for number, start in enumerate(edges)
-    ]
+    )
     series: dict[datetime, dict[str, int]] = {}
-    for number, *counts in parts[0].union(*parts[1:], all=True) if parts[1:] else parts[0]:
-        found = {outcome: int(n) for outcome, n in zip(outcomes, counts, strict=True) if n}
-        if found:
-            series[edges[int(number)]] = found
-    result.series = {start: series[start] for start in sorted(series)}
-    return result
+    for number, outcome, n in rows:
+        if n:
+            series.setdefault(edges[int(number)], {})[outcome] = int(n)
+    return {start: series[start] for start in sorted(series)}
+
+
+def _interval(edges: list[datetime], low: int, high: int) -> Any:
+    """The number of the interval among ``edges[low:high]`` a row's minute falls in.
+
+    Halves the edges at each ``CASE``: log2 of the intervals' number comparisons
+    a row (six for a day's 48), where a flat ``CASE`` would make half as many
+    comparisons as intervals.
+    """
+    if high - low == 1:
+        return Value(low)
+    middle = (low + high) // 2
+    return Case(
+        When(minute__lt=edges[middle], then=_interval(edges, low, middle)),
+        default=_interval(edges, middle, high),
+        output_field=IntegerField(),
+    )

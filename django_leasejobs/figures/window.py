@@ -2,8 +2,11 @@
 
 Read from the pass statistics the workers flush. A statistics row that
 cannot be read as one -- a restore, a hand edit: an outcome outside the
-vocabulary, a negative or non-finite figure -- is counted apart as
-*unreadable*, never a 500.
+vocabulary, a negative or non-finite figure, text where a number belongs
+(SQLite keeps what it is given) -- is counted apart as *unreadable*, never
+a 500 and never a silent zero. A pass in which no handler ran
+(:data:`~django_leasejobs.states.UNTIMED_OUTCOMES`: a held takeover, a
+throttled pass) counts as a pass, never in the durations.
 """
 
 from __future__ import annotations
@@ -12,15 +15,14 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 from django.db import router
-from django.db.models import Max, Sum
-from django.db.models.functions import Coalesce
 
 from django_leasejobs.models import PassStat
 from django_leasejobs.models.observability import BUCKET_FIELDS, BUCKETS
-from django_leasejobs.states import PassOutcome
+from django_leasejobs.states import UNTIMED_OUTCOMES, PassOutcome
 
 __all__ = ["FAILED_OUTCOMES", "JobFigures", "Window", "add", "are_figures", "percentile", "window"]
 
@@ -30,7 +32,11 @@ FAILED_OUTCOMES = frozenset({PassOutcome.RETRYING, PassOutcome.FAILED, PassOutco
 
 @dataclass
 class JobFigures:
-    """One job over a window: its passes, failures and durations (O4's per-job table)."""
+    """One job over a window: its passes, failures and durations (O4's per-job table).
+
+    ``seconds``, ``longest`` and ``buckets`` are the timed passes' alone: a
+    pass that ran no handler is in ``passes`` (and ``failures``, if held) only.
+    """
 
     job: str
     passes: int = 0
@@ -62,7 +68,8 @@ class Window:
     #: Interval start -> outcome -> passes.
     series: dict[datetime, dict[str, int]]
     jobs: dict[str, JobFigures]
-    #: (job, queue, outcome) -> passes and their bucket counts: what O2 exposes.
+    #: (job, queue, outcome) -> passes, their seconds and bucket counts: what O2 exposes
+    #: (the seconds and buckets of an untimed outcome are bookkeeping: never a duration).
     by_key: dict[tuple[str, str, str], tuple[int, float, list[int]]]
     #: Statistics rows that could not be read as figures (shown as such, never a 500).
     unreadable: int = 0
@@ -76,19 +83,25 @@ class Window:
 def window(since: datetime, until: datetime, step: timedelta) -> Window:
     """O1's figures of [*since*, *until*), in intervals of *step*.
 
-    One read of the statistics rows of the window, summed per (minute, job,
-    queue, outcome) -- what the unique key already holds, so the database
-    reads one range of it -- then folded here into intervals and jobs.
+    One read of the window's range of the statistics key, each row as
+    stored: the key is unique, so a row is already one (minute, job, queue,
+    outcome). Folded here into intervals and jobs. Read as stored, not
+    summed, so that a figure the database cannot add -- text in a number's
+    column -- reaches :func:`are_figures` as what it is: ``SUM`` would read
+    it as 0, ``MAX`` hand it to a float conversion that raises.
     """
     rows = (
         PassStat.objects.using(router.db_for_read(PassStat))
         .filter(minute__gte=since, minute__lt=until)
-        .values_list("minute", "job", "queue", "outcome")
-        .annotate(
-            n=Coalesce(Sum("count"), 0),
-            total=Coalesce(Sum("total_seconds"), 0.0),
-            longest=Coalesce(Max("max_seconds"), 0.0),
-            **{name: Coalesce(Sum(name), 0) for name in BUCKET_FIELDS},
+        .values_list(
+            "minute",
+            "job",
+            "queue",
+            "outcome",
+            "count",
+            "total_seconds",
+            "max_seconds",
+            *BUCKET_FIELDS,
         )
         .order_by()
     )
@@ -114,23 +127,35 @@ def add(  # noqa: PLR0917 - one statistics row's figures
     longest: float,
     buckets: list[Any],
 ) -> None:
-    """Fold one statistics row into its job's figures and its key's."""
+    """Fold one statistics row into its job's figures and its key's.
+
+    An untimed outcome's passes count, its durations do not: they are the
+    bookkeeping of a pass that ran nothing (a held takeover's 2 ms would
+    read as a fast pass in the job's p50).
+    """
     job, _queue, outcome = key
     counts = [*(int(b) for b in buckets), 0]
     counts[-1] = max(0, n - sum(counts))
     figures = result.jobs.setdefault(job, JobFigures(job))
     figures.passes += n
     figures.failures += n if outcome in FAILED_OUTCOMES else 0
-    figures.seconds += total
-    figures.longest = max(figures.longest, longest)
-    figures.buckets = [a + b for a, b in zip(figures.buckets, counts, strict=True)]
+    if outcome not in UNTIMED_OUTCOMES:
+        figures.seconds += total
+        figures.longest = max(figures.longest, longest)
+        figures.buckets = [a + b for a, b in zip(figures.buckets, counts, strict=True)]
     seen = result.by_key.get(key, (0, 0.0, [0] * len(counts)))
     merged = [a + b for a, b in zip(seen[2], counts, strict=True)]
     result.by_key[key] = (seen[0] + n, seen[1] + total, merged)
 
 
 def are_figures(n: Any, total: Any, longest: Any, buckets: list[Any]) -> bool:
-    """Whether a row's figures are figures: counts whole and not negative, times finite."""
+    """Whether a row's figures are figures: numbers, counts whole and not negative, times finite.
+
+    A number, not what reads as one: SQLite keeps the text it cannot convert
+    (``'abc'``, ``''``) in a number's column, as text.
+    """
+    if not all(_is_number(value) for value in (n, total, longest, *buckets)):
+        return False
     try:
         counts = [int(n), *(int(b) for b in buckets)]
         times = [float(total), float(longest)]
@@ -139,6 +164,10 @@ def are_figures(n: Any, total: Any, longest: Any, buckets: list[Any]) -> bool:
     if any(c < 0 or c != float(c) for c in counts) or sum(counts[1:]) > counts[0]:
         return False
     return all(math.isfinite(t) and t >= 0 for t in times)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float | Decimal) and not isinstance(value, bool)
 
 
 def percentile(buckets: list[int], share: float, longest: float) -> float | None:

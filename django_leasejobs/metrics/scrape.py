@@ -14,7 +14,7 @@ from django_leasejobs import figures
 from django_leasejobs.clock import get_clock
 from django_leasejobs.models import Run
 from django_leasejobs.models.observability import BUCKETS
-from django_leasejobs.states import RunStatus
+from django_leasejobs.states import UNTIMED_OUTCOMES, RunStatus
 
 from .labels import JOB_LABEL
 
@@ -103,6 +103,8 @@ def _window_families(now: datetime) -> list[Metric]:
     durations: dict[tuple[str, str], tuple[int, float, list[int]]] = {}
     for (job, queue, outcome), (n, total, buckets) in sorted(read.by_key.items()):
         passes.add_metric([job, queue, outcome], n)
+        if outcome in UNTIMED_OUTCOMES:
+            continue  # no handler ran: a pass, never a duration (O1)
         seen = durations.get((job, queue), (0, 0.0, [0] * len(buckets)))
         merged = [a + b for a, b in zip(seen[2], buckets, strict=True)]
         durations[(job, queue)] = (seen[0] + n, seen[1] + total, merged)

@@ -29,7 +29,7 @@ from .base import conflicts_retried
 if TYPE_CHECKING:
     from django_leasejobs.stats import Tally
 
-__all__ = ["add_stats"]
+__all__ = ["Row", "add_stats"]
 
 _KEY = ("minute", "job", "queue", "outcome")
 _SUMMED = ("count", "total_seconds", *BUCKET_FIELDS)
