@@ -29,7 +29,7 @@ from .schedules.base import schedule_db
 from .states import MissedCause, RunNowRefusal, RunOrigin, RunStatus
 from .store import StartResult
 from .tasks.finished import cancelled as task_cancelled
-from .times import iso
+from .times import iso, moment
 
 __all__ = [
     "NOTE_MAX",
@@ -213,7 +213,7 @@ def run_now(job: str | Job, by: str) -> StartResult:
         raise RunNowRefused(
             RunNowRefusal.CAP,
             f"{conf.HAND_RUNS_PER_HOUR} hand runs of {spec.name} in the last hour; "
-            f"the next is possible at {frees:%H:%M:%S} UTC",
+            f"the next is possible at {moment(frees)}",
             retry_at=frees,
         )
     result = store.start_as(RunOrigin.HAND, spec, {"by_hand": by, "at": iso(now, zulu=True)})
