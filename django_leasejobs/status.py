@@ -16,12 +16,13 @@ from typing import Any
 from django.db import router
 
 from .clock import get_clock
+from .leases import lease_state
 from .models import PausedQueue, Run, Schedule
 from .querysets import RunQuerySet
 from .reading import Unreadable, read_robustly, stranded
 from .registry import Job, registry
 from .schedules import live_runs, problem, state
-from .states import RunStatus
+from .states import LeaseState, RunStatus
 from .store import limits
 from .times import iso
 
@@ -50,6 +51,8 @@ _RUN_FIELDS = (
     "next_attempt_at",
     "lease_owner",
     "lease_holder",
+    "lease_began_at",
+    "throttled_by",
 )
 
 
@@ -92,11 +95,15 @@ def paused_queue_entry(row: PausedQueue) -> dict[str, Any]:
 
 
 def run_entry(run: Run, now: datetime) -> dict[str, Any]:
-    """One live run as the JSON output lists it: no payload, the cursor cut short."""
-    leased = run.status == RunStatus.RUNNING and run.lease_owner is not None
-    expired = None
-    if leased:
-        expired = run.next_attempt_at is None or run.next_attempt_at <= now
+    """One live run as the JSON output lists it: no payload, the cursor cut short.
+
+    Its lease is judged at *now*, the database's time (L1, A8): ``lease`` is
+    held, claimed, expired, throttled (``throttled_by`` says which limit) or
+    none. A throttled run holds nothing, whatever claim a drive has on it to
+    ask its limit again, so it names no holder (C5).
+    """
+    lease = lease_state(run, now)
+    leased = lease in (LeaseState.HELD, LeaseState.CLAIMED, LeaseState.EXPIRED)
     return {
         "id": run.id,
         "job": run.job,
@@ -107,15 +114,18 @@ def run_entry(run: Run, now: datetime) -> dict[str, Any]:
         "cursor": _cut(run.cursor, CURSOR_MAX),
         "started_at": iso(run.started_at),
         "next_attempt_at": iso(run.next_attempt_at),
+        "lease": lease.value,
         "lease_holder": (run.lease_holder or "?") if leased else None,
-        "lease_expired": expired,
+        "lease_expired": (lease == LeaseState.EXPIRED) if leased else None,
+        "throttled_by": run.throttled_by or None,
     }
 
 
 def unreadable_entry(run_id: str, reason: str) -> dict[str, Any]:
     """A live run whose row the database cannot hand back (R9, §12): its id and why."""
     fields = ("job", "instance", "status", "attempts", "failure_code", "cursor", "started_at")
-    unknown = dict.fromkeys((*fields, "next_attempt_at", "lease_holder", "lease_expired"))
+    lease = ("lease", "lease_holder", "lease_expired", "throttled_by")
+    unknown = dict.fromkeys((*fields, "next_attempt_at", *lease))
     return unknown | {"id": run_id, "unreadable": reason}
 
 
