@@ -48,6 +48,7 @@ from .run_columns import RunColumns
 from .run_deletes import RunDeletes
 from .run_fields import RunFields
 from .run_page import RunPage
+from .summary import summary
 from .tasks import (
     TASK_FIELDS,
     TaskSection,
@@ -55,6 +56,7 @@ from .tasks import (
     task_fieldset,
     task_search,
 )
+from .times import mark_now, moment_tag
 
 UNLISTED = ("payload", "cursor", "rerun_payload", "result", "last_error")
 
@@ -71,6 +73,7 @@ class RunChangeList(SafeChangeList):
         super().get_results(request)
         self.result_list = read_robustly(self.result_list, self.queryset)
         mark_paused(self.result_list)  # for "next due": one read for the page, not one a row
+        mark_now(self.result_list)  # the database's "now" (L1), once for the page
 
 
 class StepInline(ReadOnlyMixin, StepTabularInline):
@@ -85,13 +88,17 @@ class StepInline(ReadOnlyMixin, StepTabularInline):
         "result_display",
         "attempts",
         "last_error",
-        "recorded_at",
+        "recorded_display",
     )
     readonly_fields = fields
 
     @admin.display(description=_("completed"), boolean=True)
     def completed_display(self, step: Step) -> bool:
         return step.completed
+
+    @admin.display(description=_("recorded at"))
+    def recorded_display(self, step: Step) -> str:
+        return moment_tag(step.recorded_at)
 
     @admin.display(description=_("result"))
     def result_display(self, step: Step) -> str:
@@ -103,13 +110,14 @@ class RunAdmin(
     GuardedActionsMixin, ReadOnlyMixin, TaskSection, RunColumns, RunFields, RunDeletes, RunPage
 ):
     # Nine columns that fit 1 400 px (A7): attempts and the lease are said by "next due"
-    # while they matter, the four times are one column.
+    # while they matter, the four times are one column. The status comes right after the
+    # job, so that a phone's 390 px still show it beside the id and job (A8).
     list_display = (
         "short_id",
         "what_display",
+        "status_display",
         "instance",
         "queue_display",
-        "status_display",
         "next_due_display",
         "progress_display",
         "failure_display",
@@ -164,15 +172,15 @@ class RunAdmin(
             _("Timing and lease"),
             {
                 "fields": (
-                    "started_at",
-                    "updated_at",
-                    "ended_at",
+                    "started_display",
+                    "updated_display",
+                    "ended_display",
                     "duration_display",
-                    "next_attempt_at",
+                    "next_attempt_display",
                     "lease_display",
-                    "lease_began_at",
+                    "lease_began_display",
                     "admission_misses",
-                    "rerun_requested",
+                    "rerun_display",
                 )
             },
         ),
@@ -266,7 +274,8 @@ class RunAdmin(
         reason = None if obj is None else unreadable(obj)
         buttons = [] if obj is None else self.page_buttons(request, obj)
         if obj is None or reason is None:
-            context["leasejobs_actions"] = buttons
+            if obj is not None:
+                context["leasejobs_summary"] = summary(obj, self.status_display(obj), buttons)
             return super().render_change_form(request, context, add, change, form_url, obj)
         # The usual form would show a placeholder's blanks as values: show each column instead.
         return TemplateResponse(
