@@ -345,6 +345,22 @@ def test_o4_held_stalled_throttled_and_overdue_each_link_to_a_list_that_opens(
     assert admin_client.get(found["overdue"]["url"]).status_code == 200
 
 
+def test_a8_the_stalled_count_reads_as_a_count_of_running_runs_not_a_status(viewer):
+    found = {item["key"]: item for item in viewer.get(OVERVIEW).context["attention"]}
+    stalled = found["stalled"]
+    assert str(stalled["label"]) == "Runs live past their stall time"
+    assert str(stalled["hint"]).startswith("how many running runs have been live longer")
+    assert "status" not in str(stalled["label"]).lower()
+
+
+def test_a8_the_window_says_from_when_to_now_in_the_zone_it_names(viewer, frozen_clock):
+    content = viewer.get(OVERVIEW, {"window": "week"}).content.decode()
+    # 12:00 UTC on the 4 h grid: the week's intervals end at 16:00, but the page says "now".
+    assert "From 2026-02-22 16:00:00 UTC to now, 2026-03-01 12:00:00 UTC" in content
+    assert "Times in UTC." in content
+    assert "Interval (UTC)" in content or "No passes were recorded" in content
+
+
 # -- the last failure of each job (O4) ------------------------------------------------------------
 
 

@@ -362,6 +362,35 @@ def test_a7_a_confirmed_button_acts_reports_and_logs_as_the_list_does(
 
 
 @db
+def test_a8_release_fail_asks_for_an_optional_reason_and_keeps_it_with_who(admin_client):
+    run = held_run()
+    asked = admin_client.get(act_url(run.pk, "release-fail")).content.decode()
+    assert 'name="reason"' in asked
+    assert 'maxlength="200"' in asked
+    resume = admin_client.get(act_url(run.pk, "release-resume")).content.decode()
+    assert 'name="reason"' not in resume
+
+    reason = "card 102 was charged; refunded by hand (OPS-812)"
+    response = admin_client.post(act_url(run.pk, "release-fail"), {"reason": reason}, follow=True)
+    assert said(response, SUCCESS) == [f"Run {run.pk} failed."]
+    stored = Run.objects.get(pk=run.pk)
+    assert stored.status == RunStatus.FAILED
+    assert stored.last_error == f"interrupted; failed by admin: {reason}"
+    assert entries(run) == [f"Released: failed ({reason})"]
+    assert reason in response.content.decode()  # the summary's last error, on the run's page
+
+
+@db
+def test_a8_a_reason_too_long_is_said_and_nothing_changes(admin_client):
+    run = held_run()
+    response = admin_client.post(act_url(run.pk, "release-fail"), {"reason": "x" * 201})
+    assert response.status_code == 200
+    assert "A reason is at most 200 characters." in response.content.decode()
+    assert Run.objects.get(pk=run.pk).status == RunStatus.HELD
+    assert entries(run) == []
+
+
+@db
 def test_a7_retry_from_the_page_starts_a_new_run_and_links_to_it(admin_client):
     failed = RunFactory(job="tests.walk", instance="x", status=RunStatus.FAILED, payload='{"a": 1}')
     response = admin_client.post(act_url(failed.pk, "retry"), follow=True)
