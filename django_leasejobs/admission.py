@@ -24,7 +24,7 @@ from .exceptions import UnreadableRow
 from .holder import current_holder
 from .ids import new_owner
 from .leases import TAKEOVER_NOTE, Claimed, Countdown, Lease
-from .outcome import SUPERSEDED, Outcome, Throttled
+from .outcome import PAUSED, SUPERSEDED, Outcome, Throttled
 from .pacing import pace
 from .states import FailureCode, PassOutcome, RunStatus
 from .store.limits import THROTTLE_WAIT, THROTTLE_WAIT_MIN
@@ -68,8 +68,8 @@ def admit(claimed: Claimed, spec: Job, *, took_over: bool) -> Lease | Outcome:
     if claimed.begun is None:
         if (refused := _begin(lease)) is not None:
             return refused
-    elif not claimed.begun:  # carried in the last commit, the BEGIN found the claim gone (L4)
-        return _admission_miss(lease)
+    elif not claimed.begun:  # carried in the last commit, the BEGIN was refused (L4)
+        return _not_begun(lease)
     elif not _still_held(lease):
         return superseded(lease)
     # BEGIN wrote: the pass is committed to running (L4), whatever happens next.
@@ -88,7 +88,7 @@ def _begin(lease: Lease) -> Outcome | None:
         return _admission_miss(lease)
     if spec.limit is None:
         if not store.begin(lease.run_id, lease.owner, countdown.margin):
-            return _admission_miss(lease)
+            return _not_begun(lease)
         return None
     key = lease.run.limit_key or ""
     admission = store.begin_limited(
@@ -97,7 +97,7 @@ def _begin(lease: Lease) -> Outcome | None:
     if admission.throttle is not None:
         return _throttled(lease, admission)
     if not admission.begun:
-        return _admission_miss(lease)
+        return _not_begun(lease)
     saturation.began(spec.name, key)
     # Its slot is as alive as its lease: no renewal may revive an expired one (C2).
     countdown.strict = spec.limit.concurrency is not None
@@ -141,6 +141,19 @@ def _throttled(lease: Lease, admission: store.Admission) -> Outcome:
     key = lease.run.limit_key or ""
     saturation.refused(lease.spec.name, key, which)
     return Outcome(PassOutcome.THROTTLED, throttle=Throttled(key, which, admission.until, wait))
+
+
+def _not_begun(lease: Lease) -> Outcome:
+    """BEGIN refused the claim: its queue was paused since the drive read it, or it is a miss.
+
+    BEGIN refuses a run of a paused queue (W6) as it refuses a claim with too
+    little lease left (L4). Only here, where it refused, is the queue read
+    again: a pause lets the claim go uncharged -- nothing ran, and nothing
+    was refused for want of time -- and anything else is an admission miss.
+    """
+    if store.is_paused(lease.run.queue) and store.let_go(lease.run_id, lease.owner):
+        return PAUSED
+    return _admission_miss(lease)
 
 
 def _admission_miss(lease: Lease) -> Outcome:

@@ -48,6 +48,8 @@ class DueKey(NamedTuple):
     took_over: bool
     #: The run's ``limit_key`` ("" for none): which limits it counts against (§14).
     limit_key: str = ""
+    #: The run's queue: a queue found paused during the drive is stepped over (W6).
+    queue: str = ""
 
 
 class Walk:
@@ -76,6 +78,9 @@ class Walk:
         self.position = 0
         self.claims = Claims()  # runs claimed ahead of their turn, while passes are short (§13)
         self.limited = Limited()  # keys found at their limit, and their runs held back (C4)
+        #: Queues a BEGIN found paused since the snapshot was read: their runs are stepped
+        #: over from then on, as the snapshot steps over those paused before it (W6).
+        self.paused: set[str] = set()
         #: Runs handed to a pool thread and not yet tallied (W5): they count against the limit.
         self.in_flight = 0
 
@@ -88,6 +93,8 @@ class Walk:
         ):
             key = self.keys[self.position]
             self.position += 1
+            if key.queue in self.paused:
+                continue  # W6: paused since the snapshot; a claim made ahead is given back
             spec = self.by_name[key.job]
             if spec.limit is not None and self.limited.holds_back(key):
                 continue  # C4: not claimed only to be throttled; held back at the end
@@ -174,7 +181,14 @@ class Walk:
             logger.error("Drive aborted: database error on run id=%s (%s)", key.id, type(exc))
 
     def tally(self, key: DueKey, outcomes: list[Outcome], seconds: float | None) -> None:
-        """Count one run's passes; a throttled one ran nothing, so it is not ``attempted`` (C4)."""
+        """Count one run's passes; a throttled one ran nothing, so it is not ``attempted`` (C4).
+
+        A claim let go because its queue was paused meanwhile is no pass at all:
+        not counted, and the queue's other runs are stepped over from now (W6).
+        """
+        if outcomes and outcomes[-1].paused:
+            self.paused.add(outcomes[-1].queue)
+            outcomes = outcomes[:-1]
         if outcomes and outcomes[0].status != PassOutcome.THROTTLED and seconds is not None:
             pace.observe(key.job, seconds)
         self.report.attempted += any(

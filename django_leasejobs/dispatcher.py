@@ -241,6 +241,7 @@ def _stretch(state: Walk, keys: list[DueKey], spec: Job, handed: _Unclaimed) -> 
     ran: list[_Ran] = []
     carried: Claimed | None = None  # the next run's claim, its BEGIN sent with the last commit
     claimed: Claimed | None
+    paused: set[str] = set()  # queues a BEGIN found paused: the rest of theirs given back (W6)
     try:
         for position, key in enumerate(keys):
             if carried is not None and not any(one.lost for one in ran):
@@ -248,7 +249,7 @@ def _stretch(state: Walk, keys: list[DueKey], spec: Job, handed: _Unclaimed) -> 
             elif key.id not in won:
                 ran.append(_NOT_WON)
                 continue
-            elif state.stop() or any(one.lost for one in ran):
+            elif state.stop() or any(one.lost for one in ran) or key.queue in paused:
                 ran.append(_SKIPPED)  # no new pass once stopping, nor on a lost connection
                 continue
             elif (claimed := claims.pop(key.id)) is None:
@@ -260,6 +261,8 @@ def _stretch(state: Walk, keys: list[DueKey], spec: Job, handed: _Unclaimed) -> 
             )
             with claims.watch():
                 ran.append(_timed(state, key, spec, claimed, follower))
+            if ran[-1].outcomes and ran[-1].outcomes[-1].paused:
+                paused.add(key.queue)
             carried = None if follower is None else follower.claimed
     finally:
         claims.give_back()  # whatever was not reached: due again at once, uncharged (L2)

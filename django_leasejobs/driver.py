@@ -43,7 +43,7 @@ def of_jobs(
     return runs if queues is None else runs.filter(queue__in=queues)
 
 
-#: D1's read: the ids, jobs and lease forms of up to *scan_max* due runs of
+#: D1's read: the ids, jobs, lease forms, limit keys and queues of up to *scan_max* due runs of
 #: *names* (and *queues*), highest priority first (D7).
 SNAPSHOT = Select(
     lambda runs, s, names, queues, scan_max: (
@@ -52,7 +52,7 @@ SNAPSHOT = Select(
         # Whether a lease began, not when: a date the database cannot hand
         # back (R9, §12) must not stop the snapshot of every other run.
         .annotate(began=ExpressionWrapper(Q(lease_began_at__isnull=False), BooleanField()))
-        .values_list("id", "job", "began", "limit_key")[:scan_max]
+        .values_list("id", "job", "began", "limit_key", "queue")[:scan_max]
     )
 )
 
@@ -69,7 +69,10 @@ def snapshot(jobs: Iterable[Job], queues: tuple[str, ...] | None, scan_max: int)
     if not names:
         return []
     rows = SNAPSHOT.rows(router.db_for_read(Run), names, queues, scan_max)
-    return [DueKey(run_id, job, bool(began), key or "") for run_id, job, began, key in rows]
+    return [
+        DueKey(run_id, job, bool(began), key or "", queue)
+        for run_id, job, began, key, queue in rows
+    ]
 
 
 def _fire_schedules(using: str, jobs: set[str] | None, report: DriveReport) -> None:

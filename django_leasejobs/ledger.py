@@ -47,10 +47,15 @@ _PASSED_THROUGH = (Defer, PassTimedOut, LeaseLost, PassInterrupted, KeyboardInte
 class Ledger:
     """One pass's steps over one run, recorded under its owner token."""
 
-    __slots__ = ("_atomic_depth", "_lease", "_memo", "_used")
+    __slots__ = ("_atomic_depth", "_cleared", "_lease", "_marks", "_memo", "_used")
 
     def __init__(self, lease: Lease) -> None:
         self._lease = lease
+        #: A8: only a job not safe to repeat records a step as begun before it runs
+        #: (the second write of its steps); every other job's step costs one write (§13).
+        self._marks = not lease.spec.safe_to_repeat
+        #: What an attempt's record does with that mark: clears it, or (``None``) has none.
+        self._cleared: bool | None = False if self._marks else None
         # Read once per pass, and only if the claim saw rows (``has_steps``).
         self._memo: dict[str, Step] | None = None if lease.run.has_steps else {}
         self._used: set[str] = set()
@@ -85,9 +90,16 @@ class Ledger:
             # Spent already (a crash after the last failed attempt was recorded):
             # calling fn again would be one more real call for a run that fails anyway.
             raise StepFailed(name, attempts, policy, prior.last_error if prior else "")
-        if self._lease.countdown.below(RENEW_BEFORE_STEP):
-            self._renew()  # Do not start work on a lease that may already be gone.
         exists = prior is not None
+        if self._marks:
+            # A8: the step's name is durable before its function runs, so that a run
+            # held after a crash names the step that may have half-happened. This
+            # write renews the lease too, so it stands for the renewal below.
+            error = prior.last_error if prior is not None else ""
+            self._write(name, None, attempts, error, exists=exists, began=True)
+            exists = True
+        elif self._lease.countdown.below(RENEW_BEFORE_STEP):
+            self._renew()  # Do not start work on a lease that may already be gone.
         try:
             value = fn()
         except _PASSED_THROUGH:
@@ -100,7 +112,7 @@ class Ledger:
         except Exception as exc:  # whatever the encoder raised, the step failed
             error = describe(exc, prefix=f"step {name!r} returned a value JSON cannot store: ")
             self._fail(name, attempts + 1, policy, error, exists=exists)
-        self._write(name, text, attempts + 1, "", exists=exists)
+        self._write(name, text, attempts + 1, "", exists=exists, began=self._cleared)
         return json.loads(text)  # type: ignore[no-any-return]
 
     def renew(self) -> None:
@@ -129,7 +141,14 @@ class Ledger:
         countdown.renewed(sent)
 
     def _write(
-        self, name: str, result: str | None, attempts: int, error: str, *, exists: bool
+        self,
+        name: str,
+        result: str | None,
+        attempts: int,
+        error: str,
+        *,
+        exists: bool,
+        began: bool | None = None,
     ) -> None:
         sent = Countdown.now()
         lease, countdown = self._lease, self._lease.countdown
@@ -143,6 +162,7 @@ class Ledger:
             error=error,
             exists=exists,
             strict=countdown.strict,
+            began=began,
         ):
             raise LeaseLost
         countdown.renewed(sent)
@@ -152,5 +172,5 @@ class Ledger:
         self, name: str, attempts: int, policy: Retry, error: str, *, exists: bool
     ) -> NoReturn:
         """Record the failed attempt (R5), then fail the step."""
-        self._write(name, None, attempts, error, exists=exists)
+        self._write(name, None, attempts, error, exists=exists, began=self._cleared)
         raise StepFailed(name, attempts, policy, error)

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from .states import PassOutcome, Throttle
 
-__all__ = ["SUPERSEDED", "Outcome", "Throttled"]
+__all__ = ["PAUSED", "SUPERSEDED", "Outcome", "Throttled"]
 
 
 class Throttled(NamedTuple):
@@ -36,6 +36,11 @@ class Outcome:
     #: How long the pass took, from its admission to its outcome, and its run's queue (O1).
     seconds: float = 0.0
     queue: str = ""
+    #: No pass: its queue was paused after the drive read it, so BEGIN refused it and the
+    #: claim was let go, uncharged (W6). Not counted; the drive steps over the queue.
+    paused: bool = False
 
 
 SUPERSEDED = Outcome(PassOutcome.SUPERSEDED)
+#: A claim let go because its queue was paused meanwhile (W6).
+PAUSED = Outcome(PassOutcome.SUPERSEDED, paused=True)

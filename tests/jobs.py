@@ -138,6 +138,8 @@ def unrepeatable(p):
         Effect.objects.create(run_id=p.run.id, name=name, pid=os.getpid())
 
     effect(f"invoked@{p.attempt}")
+    if (p.payload or {}).get("hang") == "before_first_step" and p.attempt == 1:
+        time.sleep(600)  # killed here by tests/test_in_flight.py: no step had begun
     p.step("one", lambda: effect("one"))
     p.step("two", lambda: time.sleep(600) if p.attempt == 1 else effect(f"two@{p.attempt}"))
     return p.done()
@@ -385,3 +387,17 @@ job(
     timeout=timedelta(seconds=1),
     retry=Retry(max_attempts=1),
 )(_timed_steps)
+
+
+@job("tests.paused_walk", lease=timedelta(seconds=30))
+def paused_walk(p):
+    """W6 (revision 4): one short pass, its BEGIN noted as the database stamped it."""
+    import time
+
+    from django_leasejobs.models import Run
+    from tests.models import Begun
+
+    began = Run.objects.filter(pk=p.run.id).values_list("lease_began_at", flat=True).get()
+    Begun.objects.create(run_id=p.run.id, began_at=began)
+    time.sleep(p.payload.get("sleep", 0.02))
+    return p.done()

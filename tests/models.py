@@ -26,3 +26,14 @@ class PassLog(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_id} by {self.pid}"
+
+
+class Begun(models.Model):
+    """One pass's BEGIN, as the database stamped it (``lease_began_at``): W6's test reads
+    when each pass of a queue began against when the queue was paused, on one clock."""
+
+    run_id = models.CharField(max_length=26)
+    began_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.run_id} began {self.began_at:%H:%M:%S.%f}"

@@ -31,7 +31,7 @@ pytestmark = pytest.mark.django_db
 
 LEASE = timedelta(seconds=30)
 FIELDS = [field.attname for field in Run._meta.concrete_fields]
-STEP = ["run_id", "name", "result", "attempts", "last_error", "recorded_at"]
+STEP = ["run_id", "name", "result", "attempts", "last_error", "recorded_at", "began_at"]
 
 HELD = {"run_id": "01HZZZZZZZZZZZZZZZZZZZZZZZ", "owner": "owner-token-1"}
 CLAIM = {**HELD, "lease": LEASE, "holder": "host:1:2:abc"}
@@ -202,23 +202,28 @@ def test_s13_a_batch_insert_writes_the_rows_one_by_one_inserts_write(frozen_cloc
 
 
 @pytest.mark.usefixtures("clock")
+@pytest.mark.parametrize(
+    "began", [None, True, False], ids=["any job", "begun (A8)", "recorded, clearing (A8)"]
+)
 @pytest.mark.parametrize("strict", [False, True], ids=["unlimited", "holding a slot"])
 @pytest.mark.parametrize("exists", [False, True], ids=["new step", "retried step"])
-def test_s13_a_step_record_sends_the_renewal_and_the_orms_record(exists, strict):
+def test_s13_a_step_record_sends_the_renewal_and_the_orms_record(exists, strict, began):
     """R5 + L7: on PostgreSQL one statement carrying both; elsewhere the same two, in turn.
 
     A pass holding a concurrency slot renews only an unexpired lease (C2): the
-    same shapes, with that condition.
+    same shapes, with that condition. A job not safe to repeat marks a step
+    begun before it runs and clears the mark with its record (A8): the same
+    shapes, with ``began_at``.
     """
     from django_leasejobs.models import Step
     from django_leasejobs.store.outcomes import _step, record_step
 
-    _STEP = _step(strict=strict)
+    _STEP = _step(strict=strict, began=began)
 
     run = start("tests.walk", instance="steps").run
     assert claims.claim(run.pk, HELD["owner"], LEASE, "host:1:2:abc", takeover=False)
     values = {**HELD, "run_id": run.pk, "lease": LEASE, "name": "fetch", "result": '{"a":1}'}
-    values |= {"attempts": 2, "error": "", "exists": exists, "strict": strict}
+    values |= {"attempts": 2, "error": "", "exists": exists, "strict": strict, "began": began}
     if exists:
         Step.objects.create(run_id=run.pk, name="fetch", attempts=1, recorded_at=run.started_at)
     renewal = _update_sent(_STEP.renewal, values)
@@ -229,10 +234,10 @@ def test_s13_a_step_record_sends_the_renewal_and_the_orms_record(exists, strict)
     else:
         by_orm = _sent(lambda: Step.objects.create(**{f: getattr(record, f) for f in STEP}))
         Step.objects.filter(run_id=run.pk).delete()
-    skipped = ("run_id", "owner", "exists", "strict")
+    skipped = ("run_id", "owner", "exists", "strict", "began")
     arguments = {k: v for k, v in values.items() if k not in skipped}
     with CaptureQueriesContext(connection) as captured:
-        record_step(run.pk, HELD["owner"], exists=exists, strict=strict, **arguments)
+        record_step(run.pk, HELD["owner"], exists=exists, strict=strict, began=began, **arguments)
     sent = [q["sql"] for q in captured.captured_queries if not q["sql"].startswith("SAVEPOINT")]
     sent = [sql for sql in sent if not sql.startswith("RELEASE SAVEPOINT")]
     if connection.vendor != "postgresql":
@@ -281,7 +286,7 @@ def test_s13_a_compiled_read_sends_and_returns_what_its_queryset_does(read):
     ]
     assert rows == expected
     if read.startswith("snapshot"):
-        assert rows == [(due.pk, "tests.walk", False, None)]  # the claimed run is not due
+        assert rows == [(due.pk, "tests.walk", False, None, "default")]  # the claimed: not due
     else:
         assert rows == [(held.pk, "owner-x", "thishost:1:2:x")]
 

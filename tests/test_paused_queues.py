@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 
 import pytest
 from django.db import connection
@@ -114,5 +115,106 @@ def test_w6_a_pass_in_flight_finishes_and_a_worker_sees_pause_and_resume():
             lambda: Run.objects.filter(pk__in=[r.pk for r in behind], status="done").count() == 3,
             30,
         )
+    finally:
+        stop_worker(worker)
+
+
+# -- revision 4: a pause stops the drive in progress ------------------------------------------
+
+
+def _pausing_handler(paused):
+    import threading
+
+    first = threading.Lock()  # at N = 4, the passes in flight beside the first race to it
+
+    def handler(p):
+        from tests.models import PassLog
+
+        PassLog.objects.create(run_id=p.run.id, pid=0, started_ns=0, ended_ns=0)
+        with first:
+            if not paused:
+                paused.append(pause_queue("mail", by="ops", note="mid-drive"))
+        return p.done()
+
+    return handler
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_w6_a_pause_mid_drive_stops_it_and_gives_the_claims_made_ahead_back_uncharged(
+    define, drive, concurrency
+):
+    """Revision 4: the drive read 30 runs of ``mail`` as due; its first pass pauses the
+    queue. No pass begins after that (only those already in flight on other threads
+    finish), and every claim made ahead is let go: not an attempt, not a miss."""
+    paused: list[bool] = []
+    spec = define("t.w6.mid", _pausing_handler(paused))
+    runs = [start(spec, instance=f"m{n}", queue="mail").run for n in range(30)]
+
+    report = drive(spec, concurrency=concurrency)
+
+    assert paused == [True]
+    ran = set(PassLog.objects.values_list("run_id", flat=True))
+    # At N = 1 only the pass that paused; at N = 4 at most the passes in flight with it.
+    assert 1 <= len(ran) <= concurrency
+    assert report.attempted == report.completed == len(ran)
+    assert (report.superseded, report.throttled, report.errors) == (0, 0, [])
+    for run in runs:
+        stored = fresh(run)
+        if run.pk in ran:
+            assert stored.status == RunStatus.DONE
+            continue
+        assert stored.status == RunStatus.RUNNING
+        assert (stored.attempts, stored.admission_misses, stored.failure_code) == (0, None, "")
+        assert (stored.lease_owner, stored.lease_began_at) == (None, None)
+    assert drive(spec).attempted == 0  # still paused
+    assert resume_queue("mail", by="ops")
+    assert drive(spec, limit=100).completed == 30 - len(ran)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.concurrency
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_w6_no_pass_of_a_paused_queue_begins_a_second_after_pause_queue_returns(concurrency):
+    """Revision 4, with a real worker process mid-way through a snapshot of 200 runs.
+
+    Each pass notes its BEGIN as the database stamped it (``tests.paused_walk``). A run of
+    another queue started at the pause is driven only by a drive that reads a new
+    snapshot, so once it is done the drive in progress at the pause has ended: by then
+    no pass of the paused queue began more than a second after ``pause_queue()``
+    returned -- none at all, in fact, but those in flight at the pause -- and every
+    run not driven is due again, uncharged.
+    """
+    from django_leasejobs import start_many
+    from django_leasejobs.clock import DatabaseClock
+    from tests.models import Begun
+    from tests.utils import wait_for
+
+    job = "tests.paused_walk"
+    items = [(f"r{n}", {"sleep": 0.05}) for n in range(200)]
+    runs = [result.run.pk for result in start_many(job, items)]
+    worker = django_command(
+        "rundueJobs", "--loop", "--interval", "0.2", "--limit", "500",
+        "--concurrency", str(concurrency), "--job", job,
+    )  # fmt: skip
+    try:
+        wait_for(lambda: Begun.objects.count() >= 10, "passes to begin", worker=worker)
+        assert pause_queue("default", by="ops", note="upstream down")
+        returned = DatabaseClock().now("default")
+        begun_at_pause = Begun.objects.count()
+        sentinel = start(job, {"sleep": 0}, instance="sentinel", queue="other").run
+        wait_for(lambda: fresh(sentinel).status == RunStatus.DONE, "the next drive", worker=worker)
+        wait_for(
+            lambda: not Run.objects.filter(pk__in=runs, lease_owner__isnull=False).exists(),
+            "every claim of the paused queue to be let go",
+            worker=worker,
+        )
+        late = Begun.objects.filter(run_id__in=runs, began_at__gt=returned + timedelta(seconds=1))
+        assert not late.exists(), list(late)
+        # Only the passes in flight when the pause committed began after it was counted.
+        assert Begun.objects.filter(run_id__in=runs).count() <= begun_at_pause + concurrency
+        undriven = Run.objects.filter(pk__in=runs, status=RunStatus.RUNNING)
+        assert undriven.count() == len(runs) - Begun.objects.filter(run_id__in=runs).count()
+        assert not undriven.exclude(attempts=0, admission_misses=None, failure_code="").exists()
     finally:
         stop_worker(worker)

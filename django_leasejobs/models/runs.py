@@ -267,6 +267,16 @@ class Step(models.Model):
     attempts = models.PositiveIntegerField(_("attempts"), default=0)
     last_error = models.TextField(_("last error"), blank=True, default="")
     recorded_at = models.DateTimeField(_("recorded at"))
+    began_at = models.DateTimeField(
+        _("began at"),
+        null=True,
+        blank=True,
+        help_text=_(
+            "For a job not safe to repeat: when the step's function began, written before it "
+            "runs and cleared once the attempt is recorded. Set on a step not completed = the "
+            "step in flight, which may have half-happened (A8)."
+        ),
+    )
 
     class Meta:
         verbose_name = _("step")
@@ -281,6 +291,11 @@ class Step(models.Model):
     @property
     def completed(self) -> bool:
         return self.result is not None
+
+    @property
+    def in_flight(self) -> bool:
+        """Begun and never recorded: its function may have half-happened (A8)."""
+        return self.began_at is not None and self.result is None
 
     def decoded_result(self) -> Decoded:
         return decode(self.result)

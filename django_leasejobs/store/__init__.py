@@ -14,7 +14,8 @@ The verbs, in the order a run meets them:
 * :mod:`.starts` -- :func:`start_as` (a run of a job already found, for each
   origin: ``django_leasejobs.start()`` finds it); :mod:`.batches` -- :func:`start_many`;
 * :mod:`.claims` -- :func:`take` (:func:`claim` and the read-back, one
-  statement where the backend returns rows), :func:`begin`, or :func:`miss`;
+  statement where the backend returns rows), :func:`begin`, or :func:`miss`
+  -- or :func:`let_go`, a claim of a queue paused since the drive read it (W6);
   :func:`release_dead_holder` (L9); :mod:`.limits` -- :func:`begin_limited`,
   BEGIN with a limited job's slot and rate token, or :func:`throttle` (§14);
 * :mod:`.outcomes` -- :func:`record_step` / :func:`renew` while the pass
@@ -48,6 +49,7 @@ from .claims import (
     AdmissionMiss,
     begin,
     claim,
+    let_go,
     miss,
     read_claimed,
     release_dead_holder,
@@ -65,7 +67,7 @@ from .outcomes import (
     renew,
     settle,
 )
-from .queues import pause_queue, paused_queues, resume_queue
+from .queues import is_paused, pause_queue, paused_queues, resume_queue
 from .starts import StartResult, check_key, start_as
 
 __all__ = [
@@ -90,6 +92,8 @@ __all__ = [
     "hold",
     "hold_back",
     "holding_key",
+    "is_paused",
+    "let_go",
     "miss",
     "pause_queue",
     "paused_queues",

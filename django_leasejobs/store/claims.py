@@ -25,6 +25,7 @@ __all__ = [
     "AdmissionMiss",
     "begin",
     "claim",
+    "let_go",
     "miss",
     "read_claimed",
     "release_dead_holder",
@@ -60,12 +61,18 @@ CLAIM = {False: _claim(takeover=False), True: _claim(takeover=True)}
 
 #: L4: BEGIN, only while the owner still has more than the margin left.
 def _begin(*, limited: bool) -> Statement:
-    """L4's BEGIN; a limited job's (SPEC §14) also clears the limit its run waited for."""
+    """L4's BEGIN; a limited job's (SPEC §14) also clears the limit its run waited for.
+
+    Never for a run of a paused queue (W6): a pause stops the drive in progress
+    in the statement that would begin the pass, so no pass of it begins once
+    the pause has committed -- whatever the drive read before, and whatever
+    it claimed ahead.
+    """
     cleared = {"throttled_by": ""} if limited else {}
     return Statement(
         {"run_id": KEY, "owner": KEY, "margin": DurationField()},
         lambda runs, s: (
-            held(s.run_id, s.owner, runs).lease_ends_after(plus(s.now, s.margin)),
+            held(s.run_id, s.owner, runs).unpaused().lease_ends_after(plus(s.now, s.margin)),
             {"lease_began_at": s.now, "admission_misses": None, **cleared, "updated_at": s.now},
         ),
     )
@@ -157,6 +164,21 @@ def begin(run_id: str, owner: str, margin: timedelta) -> bool:
     this returns ``True``, and does not second-guess it afterwards.
     """
     return bool(BEGIN.run(alias(), run_id=run_id, owner=owner, margin=margin))
+
+
+@conflicts_retried
+def let_go(run_id: str, owner: str) -> bool:
+    """Release *owner*'s claim, never begun, of a run whose queue was paused (W6).
+
+    Due again at once and charged nothing -- not an attempt, not an admission
+    miss (L5): nothing ran, and nothing was refused for want of time. The
+    paused queue keeps it out of every drive until it is resumed.
+    ``False`` when the claim is no longer held.
+    """
+    at = now()
+    return bool(
+        held(run_id, owner).unbegun().update(lease_owner=None, next_attempt_at=at, updated_at=at)
+    )
 
 
 @dataclass(frozen=True)

@@ -71,12 +71,16 @@ def renew(run_id: str, owner: str, lease: timedelta, *, strict: bool = False) ->
 
 
 @cache
-def _step(*, strict: bool) -> Carried:
-    """R5 + L7 on PostgreSQL: a step's record carried by its renewal, one statement."""
+def _step(*, strict: bool, began: bool | None = None) -> Carried:
+    """R5 + L7 on PostgreSQL: a step's record carried by its renewal, one statement.
+
+    *began* is :class:`~.sql.Carried`'s: A8's mark of a step in flight, set or cleared.
+    """
     return Carried(
         _renewal(with_step=True, strict=strict),
         {**_HELD, "lease": DurationField(), "name": KEY, "result": AS_IS, "attempts": AS_IS}
         | {"error": AS_IS},
+        began=began,
     )
 
 
@@ -92,12 +96,20 @@ def record_step(
     error: str,
     exists: bool,
     strict: bool = False,
+    began: bool | None = None,
 ) -> bool:
     """Renew the lease and record one step attempt, in one transaction (R5, L7).
 
     ``result`` is the step's JSON text, or ``None`` for a failed attempt.
     *exists* says whether the ledger already has a row for *name* (the pass
     read the ledger once), so this is an UPDATE or an INSERT, never both.
+
+    *began* is for a job not safe to repeat only (A8): ``True`` records the
+    step as begun before its function runs -- ``result`` ``None`` and
+    *attempts* and *error* as they were, so that a held run can name the
+    step that may have half-happened -- and ``False`` clears that mark with
+    the attempt's record. ``None``, for every other job, writes the record
+    alone, as ever (§13).
     """
     using = alias()
     if connections[using].vendor == "postgresql":
@@ -105,7 +117,7 @@ def record_step(
         values = {"run_id": run_id, "owner": owner, "lease": lease, "name": name}
         values |= {"result": result, "attempts": attempts, "error": error}
         try:
-            return _step(strict=strict).run(using, exists=exists, **values)
+            return _step(strict=strict, began=began).run(using, exists=exists, **values)
         except IntegrityError:
             return False  # as below
     try:
@@ -116,6 +128,8 @@ def record_step(
             steps = Step.objects.using(using)
             values = {"result": result, "attempts": attempts, "last_error": error}
             at = now()
+            if began is not None:
+                values["began_at"] = at if began else None
             if exists:
                 steps.filter(run_id=run_id, name=name).update(recorded_at=at, **values)
             else:

@@ -17,7 +17,7 @@ from django_leasejobs.models import PausedQueue
 
 from .base import conflicts_retried, notify
 
-__all__ = ["pause_queue", "paused_queues", "resume_queue"]
+__all__ = ["is_paused", "pause_queue", "paused_queues", "resume_queue"]
 
 
 def _db() -> str:
@@ -48,6 +48,11 @@ def resume_queue(queue: str) -> bool:
         if deleted:
             notify(using)  # its runs are due again: they make runs due sooner (W2)
     return bool(deleted)
+
+
+def is_paused(queue: str) -> bool:
+    """Whether *queue* is paused now, read where the writes go (a replica may lag, §12)."""
+    return PausedQueue.objects.using(_db()).filter(queue=queue).exists()
 
 
 def paused_queues() -> list[PausedQueue]:

@@ -39,9 +39,15 @@ class Carried:
     text differs fails it rather than sending something else.
     """
 
-    def __init__(self, renewal: Statement, fields: dict[str, Field[Any, Any]]) -> None:
+    def __init__(
+        self, renewal: Statement, fields: dict[str, Field[Any, Any]], *, began: bool | None = None
+    ) -> None:
         self.renewal = renewal
         self.fields = fields
+        #: A8, for a job not safe to repeat: ``True`` records the step as begun (before its
+        #: function runs), ``False`` clears that with the attempt's record; ``None`` (any
+        #: other job) writes no ``began_at`` at all.
+        self.began = began
         self._cache: dict[tuple[str, type, bool], Compiled] = {}
 
     def compiled(self, using: str, *, exists: bool) -> Compiled:
@@ -61,6 +67,8 @@ class Carried:
         """The record as the ORM writes it: a queryset and its update values, or a Step."""
         s = Slots(self.fields, values)
         written = {"result": s.result, "attempts": s.attempts, "last_error": s.error}
+        if self.began is not None:
+            written["began_at"] = s.now if self.began else None
         if exists:
             steps = Step.objects.using(using).filter(run_id=s.run_id, name=s.name)
             return steps, {"recorded_at": s.now, **written}
