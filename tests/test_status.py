@@ -33,8 +33,16 @@ def scheduled(define, frozen_clock):
     return make
 
 
-def line_of(output, first_cell):
-    """The table line whose first cell is *first_cell*."""
+def line_of(output, first_cell, table=None):
+    """The table line whose first cell is *first_cell* (in the table titled *table*)."""
+    if table is not None:
+        output = output[output.index(f"\n{table}") :].split("\n\n")[0]
+    else:  # the first table that has one: a held run's id is in two (A8)
+        output = "\n\n".join(
+            block
+            for block in output.split("\n\n")
+            if not block.startswith("Held runs: the step each pass stopped in")
+        )
     (line,) = [line for line in output.splitlines() if line.split("  ")[0] == first_cell]
     return line
 
@@ -224,6 +232,34 @@ def test_a8_c5_a_throttled_run_reads_as_waiting_for_its_limit_never_as_claimed(
     assert runs[claimed_again.id]["lease_holder"] is None
 
 
+def test_a8_each_held_run_is_listed_with_the_step_its_pass_stopped_in(frozen_clock):
+    from tests.factories import StepFactory
+
+    in_step, between, before = held_run(), held_run(), held_run()
+    StepFactory(run=in_step, name="reserve:102", result="true", recorded_at=NOON)
+    StepFactory(run=in_step, name="charge:102", result=None, attempts=0, began_at=NOON)
+    StepFactory(run=between, name="reserve:7", result="true", recorded_at=NOON)
+    running = RunFactory(job="t.status")
+    output = status()
+    table = "Held runs: the step each pass stopped in (it may have half-happened)"
+    assert line_of(output, in_step.id, table).endswith(
+        "step charge:102, begun 2026-03-01 12:00:00 UTC"
+    )
+    assert line_of(output, between.id, table).endswith(
+        "no step in flight: stopped after step reserve:7 completed"
+    )
+    assert line_of(output, before.id, table).endswith("no step had begun when the pass stopped")
+    assert running.id not in output[output.index(table) :]
+    runs = {entry["id"]: entry for entry in as_json()["runs"]}
+    assert runs[in_step.id]["in_flight"] == {
+        "step": "charge:102",
+        "began_at": "2026-03-01T12:00:00+00:00",
+        "last_completed": None,
+    }
+    assert runs[between.id]["in_flight"]["last_completed"] == "reserve:7"
+    assert runs[running.id]["in_flight"] is None  # only a held run has one
+
+
 def test_json_parses_and_holds_the_same(scheduled):
     scheduled("t.status")
     run = held_run()
@@ -265,6 +301,7 @@ def test_json_parses_and_holds_the_same(scheduled):
             "lease_holder": None,
             "lease_expired": None,
             "throttled_by": None,
+            "in_flight": {"step": None, "began_at": None, "last_completed": None},
         }
     ]
 

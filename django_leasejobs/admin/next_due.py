@@ -35,6 +35,7 @@ from django_leasejobs.states import LeaseState, RunStatus, Throttle
 from django_leasejobs.times import duration
 
 from .display import holder_text, unreadable
+from .held import in_flight_line
 from .times import db_now, time_tag, until_tag
 
 __all__ = ["DueReason", "NextDue", "next_due", "next_due_html", "queue_paused"]
@@ -186,6 +187,8 @@ def next_due_html(run: Run, now: datetime | None = None) -> SafeString | str:
         text = format_html(_("queue {} is paused: nothing begins until it is resumed"), run.queue)
     elif reason == DueReason.HELD:
         text = format_html("{}", _("waiting for an operator (release: resume or fail)"))
+        if line := in_flight_line(run):  # A8: what its pass stopped in
+            text = format_html('{}<span class="leasejobs-in-flight">{}</span>', text, line)
     elif reason == DueReason.STOPPING:
         text = format_html(_("cancelled; its pass may run until {}"), until)
     elif reason == DueReason.NEVER_DUE:

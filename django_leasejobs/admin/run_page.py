@@ -35,6 +35,7 @@ from django_leasejobs.models import Run
 from django_leasejobs.states import LIVE_STATUSES, RunStatus
 
 from .common import page_context
+from .held import in_flight_banner, runs_again
 from .reading import unreadable
 from .run_actions import RunActions
 
@@ -223,6 +224,8 @@ class RunPage(RunActions):
                 note=reason,
                 note_max=operators.NOTE_MAX,
                 error=error,
+                # A8: which step runs again, or which one the pass stopped in.
+                in_flight=runs_again(run) if verb == "release-resume" else in_flight_banner(run),
             ),
         )
 

@@ -16,6 +16,8 @@ from django.contrib.admin.views.main import ChangeList
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
@@ -42,6 +44,7 @@ from .filters import (
     ThrottledFilter,
     held_count,
 )
+from .held import mark_in_flight
 from .next_due import mark_paused
 from .reading import placeholder, read_columns, read_robustly, unreadable
 from .run_columns import RunColumns
@@ -59,6 +62,8 @@ from .tasks import (
 from .times import mark_now, moment_tag
 
 UNLISTED = ("payload", "cursor", "rerun_payload", "result", "last_error")
+#: Where a run's page notes that its ledger holds no step.
+NO_STEPS = "_leasejobs_no_steps"
 
 
 class RunChangeList(SafeChangeList):
@@ -74,6 +79,7 @@ class RunChangeList(SafeChangeList):
         self.result_list = read_robustly(self.result_list, self.queryset)
         mark_paused(self.result_list)  # for "next due": one read for the page, not one a row
         mark_now(self.result_list)  # the database's "now" (L1), once for the page
+        mark_in_flight(self.result_list)  # held runs' steps in flight (A8), one read
 
 
 class StepInline(ReadOnlyMixin, StepTabularInline):
@@ -92,9 +98,19 @@ class StepInline(ReadOnlyMixin, StepTabularInline):
     )
     readonly_fields = fields
 
-    @admin.display(description=_("completed"), boolean=True)
-    def completed_display(self, step: Step) -> bool:
-        return step.completed
+    @admin.display(description=_("completed"))
+    def completed_display(self, step: Step) -> SafeString | str:
+        """Yes, no -- or in flight: begun and never recorded, it may have half-happened (A8)."""
+        if step.completed:
+            return str(_("yes"))
+        if step.in_flight:
+            return format_html(
+                '<strong class="leasejobs-step-in-flight">{}</strong> {} {}',
+                _("in flight"),
+                _("since"),
+                moment_tag(step.began_at),
+            )
+        return str(_("no"))
 
     @admin.display(description=_("recorded at"))
     def recorded_display(self, step: Step) -> str:
@@ -230,7 +246,7 @@ class RunAdmin(
         """The step ledger, unless its rows cannot be read back: then say why (SPEC §12)."""
         if obj is not None and unreadable(obj) is None:
             try:
-                list(Step.objects.filter(run_id=obj.pk))
+                steps = list(Step.objects.filter(run_id=obj.pk))
             except READ_ERRORS as exc:
                 self.message_user(
                     request,
@@ -238,6 +254,9 @@ class RunAdmin(
                     % {"reason": unreadable_reason(exc)},
                     messages.WARNING,
                 )
+                return []
+            if not steps:  # said in a line, not as an empty table (A8)
+                vars(obj)[NO_STEPS] = True
                 return []
         return super().get_inline_instances(request, obj)
 
@@ -276,6 +295,7 @@ class RunAdmin(
         if obj is None or reason is None:
             if obj is not None:
                 context["leasejobs_summary"] = summary(obj, self.status_display(obj), buttons)
+                context["leasejobs_no_steps"] = vars(obj).get(NO_STEPS, False)
             return super().render_change_form(request, context, add, change, form_url, obj)
         # The usual form would show a placeholder's blanks as values: show each column instead.
         return TemplateResponse(

@@ -20,6 +20,7 @@ from django.utils.translation import gettext as _
 from django_leasejobs.models import Run
 from django_leasejobs.states import FailureCode, RunStatus
 
+from .held import in_flight_banner, in_flight_summary
 from .next_due import next_due_html
 from .reading import unreadable
 
@@ -41,6 +42,8 @@ class Summary:
     error: str = ""
     #: A held run's step in flight, or what its pass had done before it stopped (A8).
     in_flight: SafeString | str = ""
+    #: A held run's banner: the step in flight, and what to do about it.
+    banner: SafeString | str = ""
     #: The run page's buttons (:meth:`~.run_page.RunPage.page_buttons`).
     actions: list[dict[str, Any]] = field(default_factory=list)
 
@@ -67,5 +70,7 @@ def summary(run: Run, badge: SafeString | str, actions: list[dict[str, Any]]) ->
         failure=run.failure_code,
         failure_meaning=code.meaning if code is not None else "",
         error=first_line(run.last_error),
+        in_flight=in_flight_summary(run),
+        banner=in_flight_banner(run),
         actions=actions,
     )

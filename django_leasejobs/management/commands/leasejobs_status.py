@@ -162,10 +162,27 @@ def render(status: dict[str, Any], cut_at: int | None = None) -> list[str]:
     if stranded:
         lines += ["", "Stranded or unreadable runs (no drive will finish them as they are)"]
         lines += table(("ID", "WHY"), stranded)
+    held = [
+        (entry["id"], _in_flight(entry["in_flight"]))
+        for entry in status["runs"]
+        if entry.get("in_flight")
+    ]
+    if held:
+        lines += ["", "Held runs: the step each pass stopped in (it may have half-happened)"]
+        lines += table(("ID", "IN FLIGHT"), held)
     if status["limits"]:
         lines += ["", "Limits (slots in use per key, the rate's next begin)"]
         lines += table(LIMIT_HEADERS, [row for entry in status["limits"] for row in _limits(entry)])
     return lines
+
+
+def _in_flight(found: dict[str, Any]) -> str:
+    """A held run's step in flight, in words: as the admin says it (A8)."""
+    if found["step"] is not None:
+        return f"step {found['step']}, begun {_when(found['began_at'])}"
+    if found["last_completed"] is not None:
+        return f"no step in flight: stopped after step {found['last_completed']} completed"
+    return "no step had begun when the pass stopped"
 
 
 LIMIT_HEADERS = ("JOB", "KEY", "CONCURRENCY", "IN USE", "RATE", "NEXT BEGIN", "WAITING")
