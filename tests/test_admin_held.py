@@ -65,7 +65,7 @@ def test_a8_the_held_runs_page_names_the_step_in_flight_and_when_it_began(
     assert "2026-03-01 11:56:00 UTC</time> (4 min ago)" in banner  # the database's clock
     assert "may have half-happened" in banner
     row = shown[shown.index("leasejobs-summary-in-flight") :]
-    assert "step <code>charge:102</code> — begun" in row
+    assert "step <code>charge:102</code>, begun" in row
 
 
 @pytest.mark.parametrize(

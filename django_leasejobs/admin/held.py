@@ -59,13 +59,13 @@ def mark_in_flight(runs: list[Run]) -> None:
 
 
 def in_flight_summary(run: Run) -> SafeString | str:
-    """The summary's "In flight" line: ``step charge:102, begun 17:53:12 UTC (4 min ago)``."""
+    """The summary's "In flight" line: ``step charge:102, begun 2026-… UTC (4 min ago)``."""
     found = in_flight_for(run)
     if found is None:
         return ""
     if found.step is not None:
         return format_html(
-            _("step {} — begun {}; it may have half-happened"),
+            _("step {}, begun {}"),
             _code(found.step),
             moment_tag(found.began_at, db_now(run)),
         )
@@ -80,7 +80,7 @@ def in_flight_banner(run: Run) -> SafeString | str:
     if found.step is not None:
         return format_html(
             _(
-                "Held: its pass stopped while step {} was in flight (begun {}). That step "
+                "Held: its pass stopped while step {} was in flight; the step began {}. It "
                 "may have half-happened: check it before you decide. Release: resume runs "
                 "it again; Release: fail leaves it as it is."
             ),

@@ -61,7 +61,10 @@ class RunColumns:
             lines.append((_("updated"), time_tag(run.updated_at, now)))
         else:
             lines.append((_("ended"), time_tag(run.ended_at, now)))
-            lines.append((_("took"), duration(run.ended_at - run.started_at)))
+            took = format_html(
+                '<span class="leasejobs-took">{}</span>', duration(run.ended_at - run.started_at)
+            )
+            lines.append((_("took"), took))
         return format_html(
             '<div class="leasejobs-times">{}</div>',
             format_html_join("", "<div>{} {}</div>", lines),

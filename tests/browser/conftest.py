@@ -200,8 +200,8 @@ class Admin:
         else:
             self.driver.execute_script("window.scrollTo(0, 0);")
         folder = DOCS_SCREENSHOTS if os.environ.get("LEASEJOBS_SCREENSHOTS") else self.scratch
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / name
+        path = folder / name  # *name* may hold a folder: "a8/held-run-390-dark-django61.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
         assert self.driver.save_screenshot(str(path)), f"no screenshot written to {path}"
         return path
 
