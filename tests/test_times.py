@@ -109,3 +109,20 @@ def test_a8_log_lines_name_the_zone_their_time_is_in():
     record.created = NOW.timestamp()
     line = LogFormatter("%(asctime)s %(levelname)s %(message)s").format(record)
     assert line == "2026-12-03 17:53:12 Europe/Paris INFO hello"
+
+
+@override_settings(TIME_ZONE="Europe/Paris")
+def test_a8_the_commands_log_to_stderr_with_times_that_name_their_zone(monkeypatch):
+    """``rundueJobs`` on a site without logging of its own: its lines say their zone."""
+    from django_leasejobs.management.base import configure_logging
+
+    package = logging.getLogger("django_leasejobs")
+    monkeypatch.setattr(logging.getLogger(), "handlers", [])
+    monkeypatch.setattr(package, "handlers", [])
+    monkeypatch.setattr(package, "level", package.level)
+    configure_logging(2)
+    (handler,) = package.handlers
+    assert isinstance(handler.formatter, LogFormatter)
+    record = logging.LogRecord("django_leasejobs", logging.INFO, __file__, 1, "Run", (), None)
+    record.created = NOW.timestamp()
+    assert handler.format(record) == "2026-12-03 17:53:12 Europe/Paris INFO Run"

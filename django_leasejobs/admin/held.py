@@ -115,8 +115,8 @@ def runs_again(run: Run) -> SafeString | str:
     if found.step is not None:
         return format_html(
             _(
-                "Step {} runs again: it was in flight when the pass stopped (begun {}) and may "
-                "have half-happened."
+                "Step {} runs again: it was in flight when the pass stopped, begun {}, and "
+                "may have half-happened."
             ),
             _code(found.step),
             moment_tag(found.began_at, db_now(run)),
