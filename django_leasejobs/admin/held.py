@@ -14,6 +14,9 @@ for a page of the list (one read for all its held runs).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import datetime
+
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
@@ -33,6 +36,9 @@ __all__ = [
     "mark_in_flight",
     "runs_again",
 ]
+
+#: How a time is written: exact (the run page), or relative with the exact in its title (lists).
+Tag = Callable[[datetime | None, datetime], SafeString | str]
 
 #: Where a held run carries its step in flight, once read.
 IN_FLIGHT = "_leasejobs_in_flight"
@@ -63,13 +69,7 @@ def in_flight_summary(run: Run) -> SafeString | str:
     found = in_flight_for(run)
     if found is None:
         return ""
-    if found.step is not None:
-        return format_html(
-            _("step {}, begun {}"),
-            _code(found.step),
-            moment_tag(found.began_at, db_now(run)),
-        )
-    return _no_step(found)
+    return _step(_("step {}, begun {}"), found, run) if found.step else _no_step(found)
 
 
 def in_flight_banner(run: Run) -> SafeString | str:
@@ -77,33 +77,27 @@ def in_flight_banner(run: Run) -> SafeString | str:
     found = in_flight_for(run)
     if found is None:
         return ""
-    if found.step is not None:
-        return format_html(
-            _(
-                "Held: its pass stopped while step {} was in flight; the step began {}. It "
-                "may have half-happened: check it before you decide. Release: resume runs "
-                "it again; Release: fail leaves it as it is."
-            ),
-            _code(found.step),
-            moment_tag(found.began_at, db_now(run)),
+    if found.step:
+        said = _(
+            "Held: its pass stopped while step {} was in flight; the step began {}. It may "
+            "have half-happened: check it before you decide. Release: resume runs it again; "
+            "Release: fail leaves it as it is."
         )
-    return format_html(
-        _("Held: {}. Release: resume runs the pass again from the same cursor."),
-        _no_step(found),
-    )
+        return _step(said, found, run)
+    resume = _("Held: {}. Release: resume runs the pass again from the same cursor.")
+    return format_html(resume, _no_step(found))
 
 
 def in_flight_line(run: Run) -> SafeString | str:
-    """A held run's line in the run list: ``step charge:102 in flight, begun 4 min ago``."""
+    """A held run's line in the run list: ``step charge:102 in flight, begun 4 min ago``.
+
+    Only as :func:`mark_in_flight` read it for the page: never a read per row.
+    """
     found = vars(run).get(IN_FLIGHT)
     if not isinstance(found, InFlight):
         return ""
-    if found.step is not None:
-        return format_html(
-            _("step {} in flight, begun {}"),
-            _code(found.step),
-            time_tag(found.began_at, db_now(run)),
-        )
+    if found.step:
+        return _step(_("step {} in flight, begun {}"), found, run, when=time_tag)
     return _no_step(found)
 
 
@@ -112,24 +106,25 @@ def runs_again(run: Run) -> SafeString | str:
     found = in_flight_for(run)
     if found is None:
         return ""
-    if found.step is not None:
-        return format_html(
-            _(
-                "Step {} runs again: it was in flight when the pass stopped, begun {}, and "
-                "may have half-happened."
-            ),
-            _code(found.step),
-            moment_tag(found.began_at, db_now(run)),
+    if found.step:
+        said = _(
+            "Step {} runs again: it was in flight when the pass stopped, begun {}, and may "
+            "have half-happened."
         )
+        return _step(said, found, run)
     if found.last_completed is not None:
-        return format_html(
-            _(
-                "No step was in flight: the pass stopped after step {} completed, which "
-                "returns its recorded result; the steps after it run."
-            ),
-            _code(found.last_completed),
+        said = _(
+            "No step was in flight: the pass stopped after step {} completed, which returns "
+            "its recorded result; the steps after it run."
         )
+        return format_html(said, _code(found.last_completed))
     return format_html("{}", _("No step had begun when the pass stopped: it runs from its start."))
+
+
+def _step(said: str, found: InFlight, run: Run, when: Tag = moment_tag) -> SafeString:
+    """*said* with the step in flight's name and when it began (on the database's clock)."""
+    assert found.step is not None
+    return format_html(said, _code(found.step), when(found.began_at, db_now(run)))
 
 
 def _no_step(found: InFlight) -> SafeString:

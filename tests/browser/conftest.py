@@ -36,6 +36,16 @@ WAIT = 10  # seconds: the live server answers in milliseconds; this only bounds 
 #: test run leaves the checkout clean; otherwise they go to a temporary folder.
 DOCS_SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "_static" / "screenshots"
 
+#: A probe painted with a CSS variable, as the browser computes its colour.
+VARIABLE = """
+const probe = document.createElement("div");
+probe.style.background = "var(" + arguments[0] + ")";
+document.body.appendChild(probe);
+const colour = getComputedStyle(probe).backgroundColor;
+probe.remove();
+return colour;
+"""
+
 USERNAME = "operator"
 PASSWORD = "a-browser-test-password"  # a throwaway user of the test database
 
@@ -146,6 +156,10 @@ class Admin:
 
     def text(self, selector: str, within=None) -> str:
         return str(self.find(selector, within).text)
+
+    def variable_colour(self, name: str) -> str:
+        """The colour the admin's CSS variable *name* computes to in the page's theme now."""
+        return str(self.driver.execute_script(VARIABLE, name))
 
     def messages(self, level: str = "") -> list[str]:
         """The texts of the messages at the top of the page (``success``, ``warning``, ...)."""

@@ -28,6 +28,19 @@ def last_nights_run(now: datetime, **columns) -> Run:
     )
 
 
+def cancelled_cleanup(now: datetime, by: str = "alice", hours_ago: int = 2) -> Run:
+    """A clean-up run *by* cancelled *hours_ago* hours ago, an hour after it started."""
+    return RunFactory(
+        job="tests.noop",
+        instance="cleanup",
+        status="cancelled",
+        failure_code="cancelled",
+        last_error=f"cancelled by {by}",
+        started_at=now - timedelta(hours=hours_ago + 1),
+        ended_at=now - timedelta(hours=hours_ago),
+    )
+
+
 def import_in_a_pass(now: datetime, instance: str) -> Run:
     """A contacts import on page 31 of 50, a worker's pass on it now (leased 20 s ago)."""
     return RunFactory(

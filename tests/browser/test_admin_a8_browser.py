@@ -27,7 +27,13 @@ from django_leasejobs import pause_queue
 from django_leasejobs.models import Run
 from tests.factories import RunFactory
 
-from .seeds import failed_import, held_invoice_run, import_in_a_pass, last_nights_run
+from .seeds import (
+    cancelled_cleanup,
+    failed_import,
+    held_invoice_run,
+    import_in_a_pass,
+    last_nights_run,
+)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
 
@@ -113,15 +119,7 @@ def a_day_of_runs(now) -> dict[str, Run]:
     """Runs of each kind an operator meets, newest last (so first in the list)."""
     return {
         "done": last_nights_run(now),
-        "cancelled": RunFactory(
-            job="tests.noop",
-            instance="cleanup",
-            status="cancelled",
-            failure_code="cancelled",
-            last_error="cancelled by alice",
-            started_at=now - timedelta(hours=3),
-            ended_at=now - timedelta(hours=2),
-        ),
+        "cancelled": cancelled_cleanup(now),
         "failed": failed_import(now),
         "rated": RunFactory(
             job="tests.rated",
@@ -262,27 +260,21 @@ def test_a8_at_390_px_the_overviews_queue_actions_are_whole_and_chart_labels_rea
 
 # -- 4. dark mode (A8) -----------------------------------------------------------------------
 
-TRACK = """
-const track = arguments[0];
-const probe = document.createElement("div");
-probe.style.background = "var(--border-color)";
-document.body.appendChild(probe);
-const admin = getComputedStyle(probe).backgroundColor;
-probe.remove();
-return {track: getComputedStyle(track).backgroundColor, admin: admin,
-        dark: matchMedia("(prefers-color-scheme: dark)").matches};
-"""
-
 
 def test_a8_in_dark_mode_the_progress_track_is_the_admins_colour_not_white(admin):
     run = import_in_a_pass(timezone.now(), "contacts:eu")
     for path in (RUNS, change_page(run)):
         with window(admin, WIDE, TALL, dark=True):
             admin.open(path)
-            paint = admin.driver.execute_script(TRACK, admin.find(".leasejobs-progress"))
-            assert paint["dark"]
-            assert paint["track"] == paint["admin"], paint
-            assert paint["track"] not in ("rgb(255, 255, 255)", "rgb(229, 231, 235)"), paint
+            assert admin.driver.execute_script(
+                "return matchMedia('(prefers-color-scheme: dark)').matches"
+            )
+            track = admin.driver.execute_script(
+                "return getComputedStyle(arguments[0]).backgroundColor",
+                admin.find(".leasejobs-progress"),
+            )
+            assert track == admin.variable_colour("--border-color"), path  # the admin's own
+            assert track not in ("rgb(255, 255, 255)", "rgb(229, 231, 235)"), (path, track)
 
 
 # -- 5. the screenshots: each page in each shape (A8) -----------------------------------------
