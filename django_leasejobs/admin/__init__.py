@@ -14,10 +14,10 @@ does not register is refused with a warning.
 
 * :mod:`.runs` -- the run list and page; :mod:`.summary` -- the page's
   summary of what an operator needs first (A8); :mod:`.held` -- a held run's
-  step in flight (A8); :mod:`.run_fields` and :mod:`.run_columns` -- their
-  fields and columns; :mod:`.next_due` -- when a live run is next due, and
-  why; :mod:`.folds` -- long values folded;
-  :mod:`.run_actions` and :mod:`.run_page` -- the list's actions and the
+  step in flight (A8); :mod:`.steps` -- the page's step ledger;
+  :mod:`.run_fields` and :mod:`.run_columns` -- their fields and columns;
+  :mod:`.next_due` -- when a live run is next due, and why; :mod:`.folds` --
+  long values folded; :mod:`.run_actions` and :mod:`.run_page` -- the list's actions and the
   page's buttons (A3, A7); :mod:`.run_deletes` -- deleting finished runs,
   never a live one (A7);
 * :mod:`.tasks` -- what the run pages show of a Django task's run (SPEC §9);

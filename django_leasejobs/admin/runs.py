@@ -16,8 +16,6 @@ from django.contrib.admin.views.main import ChangeList
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
-from django.utils.html import format_html
-from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
@@ -28,12 +26,10 @@ from .common import (
     GuardedActionsMixin,
     ReadOnlyMixin,
     SafeChangeList,
-    StepTabularInline,
     page_context,
 )
 from .display import (
     CappedCountPaginator,
-    json_block,
 )
 from .filters import (
     RUN_ID,
@@ -51,6 +47,7 @@ from .run_columns import RunColumns
 from .run_deletes import RunDeletes
 from .run_fields import RunFields
 from .run_page import RunPage
+from .steps import StepInline
 from .summary import summary
 from .tasks import (
     TASK_FIELDS,
@@ -59,7 +56,7 @@ from .tasks import (
     task_fieldset,
     task_search,
 )
-from .times import mark_now, moment_tag
+from .times import mark_now
 
 UNLISTED = ("payload", "cursor", "rerun_payload", "result", "last_error")
 #: Where a run's page notes that its ledger holds no step.
@@ -80,45 +77,6 @@ class RunChangeList(SafeChangeList):
         mark_paused(self.result_list)  # for "next due": one read for the page, not one a row
         mark_now(self.result_list)  # the database's "now" (L1), once for the page
         mark_in_flight(self.result_list)  # held runs' steps in flight (A8), one read
-
-
-class StepInline(ReadOnlyMixin, StepTabularInline):
-    """The step ledger of the pass in flight, or of the last failed one (A2)."""
-
-    model = Step
-    extra = 0
-    can_delete = False
-    fields = (
-        "name",
-        "completed_display",
-        "result_display",
-        "attempts",
-        "last_error",
-        "recorded_display",
-    )
-    readonly_fields = fields
-
-    @admin.display(description=_("completed"))
-    def completed_display(self, step: Step) -> SafeString | str:
-        """Yes, no -- or in flight: begun and never recorded, it may have half-happened (A8)."""
-        if step.completed:
-            return str(_("yes"))
-        if step.in_flight:
-            return format_html(
-                '<strong class="leasejobs-step-in-flight">{}</strong> {} {}',
-                _("in flight"),
-                _("since"),
-                moment_tag(step.began_at),
-            )
-        return str(_("no"))
-
-    @admin.display(description=_("recorded at"))
-    def recorded_display(self, step: Step) -> str:
-        return moment_tag(step.recorded_at)
-
-    @admin.display(description=_("result"))
-    def result_display(self, step: Step) -> str:
-        return json_block(step.decoded_result(), empty=_("not completed"))
 
 
 @admin.register(Run)
