@@ -29,6 +29,7 @@ from .passes import IDLE_PASSES_WARN, IDLE_WARNING, PassResult
 from .policy import Retry
 from .schedules.store import record_outcome
 from .states import FailureCode, PassOutcome, RunStatus
+from .times import duration
 from .verdicts import Verdict
 
 if TYPE_CHECKING:
@@ -236,7 +237,7 @@ def _settled(
             run.job,
             attempts,
             code,
-            retry_in,
+            duration(retry_in),
         )
         return Outcome(PassOutcome.RETRYING, error=error)
     if lease.spec.schedule:

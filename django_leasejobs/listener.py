@@ -26,6 +26,7 @@ from django.db import DatabaseError, connections
 from .conf import conf
 from .errors import one_line
 from .store.base import CHANNEL, alias
+from .times import duration
 
 __all__ = ["Listener"]
 
@@ -68,10 +69,10 @@ class Listener:
             return None
         if not heard:
             logger.warning(
-                "LISTEN heard nothing of its own NOTIFY within %ss (a transaction-pooling "
+                "LISTEN heard nothing of its own NOTIFY within %s (a transaction-pooling "
                 "PgBouncer? set LEASEJOBS['LISTEN_DATABASE'] to a direct connection): "
                 "polling instead",
-                SELF_TEST_SECONDS,
+                duration(SELF_TEST_SECONDS),
             )
             listener.close()
             return None

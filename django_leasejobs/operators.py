@@ -29,7 +29,7 @@ from .schedules.base import schedule_db
 from .states import MissedCause, RunNowRefusal, RunOrigin, RunStatus
 from .store import StartResult
 from .tasks.finished import cancelled as task_cancelled
-from .times import iso
+from .times import iso, moment
 
 __all__ = [
     "NOTE_MAX",
@@ -111,15 +111,23 @@ def retry(run_id: str, by: str | None = None) -> StartResult:
     )
 
 
-def release(run_id: str, *, resume: bool = True, by: str | None = None) -> bool:
+def release(run_id: str, *, resume: bool = True, by: str | None = None, note: str = "") -> bool:
     """Decide a held run (L3, A4): resume it (running, due now) or fail it.
+
+    A failed run's ``last_error`` says who failed it, and *note* -- the
+    operator's reason, at most 200 characters, optional -- after it:
+    ``interrupted; failed by alice: card 102 charged, refunded by hand``. A
+    resume ignores *note*. A longer note is refused with
+    :class:`~django_leasejobs.exceptions.InvalidNote` before anything changes.
 
     Returns ``False`` when the run is not held (already released or finished).
     """
+    if not isinstance(note, str) or len(note) > NOTE_MAX:
+        raise InvalidNote(f"a release note is a str of at most {NOTE_MAX} characters")
     who = by or "an operator"
-    done = store.release_held(
-        run_id, resume=resume, note=storable_text(f"interrupted; failed by {who}")
-    )
+    reason = note.strip()
+    failed = f"interrupted; failed by {who}" + (f": {reason}" if reason else "")
+    done = store.release_held(run_id, resume=resume, note=storable_text(failed))
     if done:
         logger.info("Held run released id=%s resume=%s by=%s", run_id, resume, by or "-")
     return done
@@ -213,7 +221,7 @@ def run_now(job: str | Job, by: str) -> StartResult:
         raise RunNowRefused(
             RunNowRefusal.CAP,
             f"{conf.HAND_RUNS_PER_HOUR} hand runs of {spec.name} in the last hour; "
-            f"the next is possible at {frees:%H:%M:%S} UTC",
+            f"the next is possible at {moment(frees)}",
             retry_at=frees,
         )
     result = store.start_as(RunOrigin.HAND, spec, {"by_hand": by, "at": iso(now, zulu=True)})

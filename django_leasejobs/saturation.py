@@ -13,6 +13,8 @@ import logging
 import threading
 import time
 
+from .times import duration
+
 __all__ = ["SATURATED_AFTER", "began", "refused"]
 
 logger = logging.getLogger("django_leasejobs")
@@ -34,11 +36,11 @@ def refused(job: str, key: str, which: str) -> None:
             return
         _episodes[(job, key)] = (since, at)
     logger.warning(
-        "Limit saturated job=%s key=%s limit=%s: every pass throttled for %.0f s",
+        "Limit saturated job=%s key=%s limit=%s: every pass throttled for %s",
         job,
         key or "-",
         which,
-        at - since,
+        duration(at - since),
     )
 
 

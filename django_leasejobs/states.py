@@ -13,8 +13,10 @@ from django.utils.translation import gettext_lazy as _
 __all__ = [
     "FAILURE_MEANINGS",
     "LIVE_STATUSES",
+    "STATUS_MEANINGS",
     "UNTIMED_OUTCOMES",
     "FailureCode",
+    "LeaseState",
     "MissedAction",
     "MissedCause",
     "MissedRule",
@@ -35,6 +37,24 @@ class RunStatus(models.TextChoices):
     FAILED = "failed", _("Failed")  # its retry policy is used up
     CANCELLED = "cancelled", _("Cancelled")  # an operator stopped it
     HELD = "held", _("Held")  # interrupted, not safe to repeat: waits for an operator
+
+    @property
+    def meaning(self) -> str:
+        """What the status means for an operator, in one line (A8's summary)."""
+        return str(STATUS_MEANINGS[self])
+
+
+#: Kept apart from the choices, as the failure codes' meanings are.
+STATUS_MEANINGS = {
+    RunStatus.RUNNING: _("Live: it has work left, and a pass of it is due, waiting or in flight."),
+    RunStatus.DONE: _("Finished: the job said the work is complete."),
+    RunStatus.FAILED: _("Finished: its passes kept failing and it gave up; a retry starts anew."),
+    RunStatus.CANCELLED: _("Finished: an operator cancelled it; a retry starts it anew."),
+    RunStatus.HELD: _(
+        "Stopped mid-pass, and not safe to repeat: nothing runs until an operator "
+        "resumes it or fails it."
+    ),
+}
 
 
 #: Statuses that hold the coalescing key (SPEC R1): one such run per (job, instance).
@@ -57,6 +77,16 @@ class Throttle(models.TextChoices):
 
     CONCURRENCY = "concurrency", _("Concurrency")
     RATE = "rate", _("Rate")
+
+
+class LeaseState(models.TextChoices):
+    """Where a running run's lease stands, by the database's clock (L1, A8, C5)."""
+
+    NONE = "none", _("No lease")  # waiting for its due time, or not running
+    CLAIMED = "claimed", _("Claimed, not begun")  # a claim before its BEGIN (L2, L4)
+    HELD = "held", _("Held: a pass in flight")  # begun, unexpired (L4, L7)
+    EXPIRED = "expired", _("Expired")  # its holder stopped renewing: due to be taken (L3)
+    THROTTLED = "throttled", _("Waiting for its limit")  # refused by its job's limit (C2, C3)
 
 
 class PassOutcome(models.TextChoices):

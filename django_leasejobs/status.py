@@ -1,6 +1,7 @@
 """What ``leasejobs_status`` reports: the schedules with their state, the paused
-queues, the live runs, the runs no drive will finish, and each limited job's
-slots and rate (S6, W6, §11, C5), read and shaped as JSON-ready data.
+queues, the live runs (a held one with its step in flight, A8), the runs no
+drive will finish, and each limited job's slots and rate (S6, W6, §11, C5),
+read and shaped as JSON-ready data.
 
 Read-only. A run's payload is never read into it; its cursor is shown as raw
 text cut to :data:`CURSOR_MAX` characters. A row that cannot be read back is
@@ -16,17 +17,20 @@ from typing import Any
 from django.db import router
 
 from .clock import get_clock
+from .in_flight import InFlight, in_flight_of
+from .leases import lease_state
 from .models import PausedQueue, Run, Schedule
 from .querysets import RunQuerySet
 from .reading import Unreadable, read_robustly, stranded
 from .registry import Job, registry
 from .schedules import live_runs, problem, state
-from .states import RunStatus
+from .states import LeaseState, RunStatus
 from .store import limits
 from .times import iso
 
 __all__ = [
     "CURSOR_MAX",
+    "in_flight_entry",
     "limit_entry",
     "paused_queue_entry",
     "read_status",
@@ -50,6 +54,8 @@ _RUN_FIELDS = (
     "next_attempt_at",
     "lease_owner",
     "lease_holder",
+    "lease_began_at",
+    "throttled_by",
 )
 
 
@@ -92,11 +98,15 @@ def paused_queue_entry(row: PausedQueue) -> dict[str, Any]:
 
 
 def run_entry(run: Run, now: datetime) -> dict[str, Any]:
-    """One live run as the JSON output lists it: no payload, the cursor cut short."""
-    leased = run.status == RunStatus.RUNNING and run.lease_owner is not None
-    expired = None
-    if leased:
-        expired = run.next_attempt_at is None or run.next_attempt_at <= now
+    """One live run as the JSON output lists it: no payload, the cursor cut short.
+
+    Its lease is judged at *now*, the database's time (L1, A8): ``lease`` is
+    held, claimed, expired, throttled (``throttled_by`` says which limit) or
+    none. A throttled run holds nothing, whatever claim a drive has on it to
+    ask its limit again, so it names no holder (C5).
+    """
+    lease = lease_state(run, now)
+    leased = lease in (LeaseState.HELD, LeaseState.CLAIMED, LeaseState.EXPIRED)
     return {
         "id": run.id,
         "job": run.job,
@@ -107,24 +117,51 @@ def run_entry(run: Run, now: datetime) -> dict[str, Any]:
         "cursor": _cut(run.cursor, CURSOR_MAX),
         "started_at": iso(run.started_at),
         "next_attempt_at": iso(run.next_attempt_at),
+        "lease": lease.value,
         "lease_holder": (run.lease_holder or "?") if leased else None,
-        "lease_expired": expired,
+        "lease_expired": (lease == LeaseState.EXPIRED) if leased else None,
+        "throttled_by": run.throttled_by or None,
     }
 
 
 def unreadable_entry(run_id: str, reason: str) -> dict[str, Any]:
     """A live run whose row the database cannot hand back (R9, §12): its id and why."""
     fields = ("job", "instance", "status", "attempts", "failure_code", "cursor", "started_at")
-    unknown = dict.fromkeys((*fields, "next_attempt_at", "lease_holder", "lease_expired"))
+    lease = ("lease", "lease_holder", "lease_expired", "throttled_by", "in_flight")
+    unknown = dict.fromkeys((*fields, "next_attempt_at", *lease))
     return unknown | {"id": run_id, "unreadable": reason}
 
 
 def _read_runs(runs: RunQuerySet, within: RunQuerySet, now: datetime) -> list[dict[str, Any]]:
-    """The runs as entries; a row that cannot be read back is listed as unreadable, not fatal."""
+    """The runs as entries; a row that cannot be read back is listed as unreadable, not fatal.
+
+    Each held run says its step in flight (A8), read for all of them at once.
+    """
+    found = list(read_robustly(runs, within))
+    held = [run.pk for run in found if isinstance(run, Run) and run.status == RunStatus.HELD]
+    stopped_in = in_flight_of(held) if held else {}
     return [
-        unreadable_entry(*run) if isinstance(run, Unreadable) else run_entry(run, now)
-        for run in read_robustly(runs, within)
+        unreadable_entry(*run)
+        if isinstance(run, Unreadable)
+        else run_entry(run, now) | {"in_flight": in_flight_entry(stopped_in.get(run.pk))}
+        for run in found
     ]
+
+
+def in_flight_entry(found: InFlight | None) -> dict[str, Any] | None:
+    """A held run's step in flight as the JSON output gives it; ``None`` for any other run.
+
+    ``step`` and ``began_at`` name the step its pass stopped in; with no step
+    in flight, ``last_completed`` the step it stopped after (``None``: no step
+    had begun).
+    """
+    if found is None:
+        return None
+    return {
+        "step": found.step,
+        "began_at": iso(found.began_at),
+        "last_completed": found.last_completed,
+    }
 
 
 def read_status(jobs: Sequence[str] | None, limit: int) -> tuple[dict[str, Any], bool]:

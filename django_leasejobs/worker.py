@@ -33,6 +33,7 @@ from .errors import describe, one_line
 from .listener import Listener
 from .resting import due_in
 from .stats import aggregate
+from .times import duration
 
 __all__ = ["Worker"]
 
@@ -229,14 +230,16 @@ class Worker:
         except DatabaseError as exc:
             reason = one_line(exc)
             if self._outage is None:  # Log an outage once, not once per interval.
-                logger.error("Drive could not run: %s; retrying every %ss", reason, self.interval)
+                logger.error(
+                    "Drive could not run: %s; retrying every %s", reason, duration(self.interval)
+                )
             self._outage = reason
             close_old_connections()
             return None
         except Exception:
             # A bug, not an outage: say where, and keep the worker (its next
             # drive may well run) rather than exit and leave every run waiting.
-            logger.exception("Drive failed; retrying in %ss", self.interval)
+            logger.exception("Drive failed; retrying in %s", duration(self.interval))
             close_old_connections()
             return None
         if self._outage is not None:

@@ -29,7 +29,7 @@ pytestmark = pytest.mark.django_db
 
 RUNS = "/admin/leasejobs/run/"
 LIVE = "is live, so it was not deleted"
-CANCEL_FIRST = "Cancel it first (Cancel selected runs, in the run list)"
+CANCEL_FIRST = "Cancel it first, with the Cancel button on this page"
 STOPPING = "was cancelled, but its pass may still be running, so it was not deleted"
 
 
@@ -100,6 +100,8 @@ def test_a7_the_delete_view_refuses_a_live_run_and_points_to_cancel(admin_client
     [message] = messages_of(response, WARNING)
     assert f"Run {run.pk} {LIVE}" in message
     assert CANCEL_FIRST in message
+    # ... and the page it is said on has that button (A8: not the list's action).
+    assert f'href="{RUNS}{run.pk}/cancel/"' in response.content.decode()
     assert stored(run)
     assert Step.objects.filter(run=run).exists()
     assert TaskAttempt.objects.filter(run=run).exists()

@@ -193,7 +193,7 @@ def test_o4_the_windows_end_on_their_steps_utc_grid(history):
 
 def expected_by_label(found, span):
     """figures.window's series as the page labels it (UTC here): label -> outcome -> passes."""
-    fmt = {"H:i": "%H:%M", "D H:i": "%a %H:%M"}[span.stamp]
+    fmt = "%a %H:%M" if span.weekday else "%H:%M"
     return {start.strftime(fmt): Counter(counts) for start, counts in found.series.items()}
 
 
@@ -343,7 +343,7 @@ def test_o4_o5_each_queue_with_its_due_runs_lag_and_pause(viewer, frozen_clock):
     pause_queue("mail", by="alice", note="SMTP down")
     page = Page(viewer.get(OVERVIEW).content.decode())
     rows = {row[0]: row[1:] for row in page.tables["leasejobs-queues"][1:]}
-    assert rows["mail"][:3] == ["3", "2 min", "3"]
+    assert rows["mail"][:3] == ["3", "2 min 30 s", "3"]  # a duration as every other (A8)
     assert rows["mail"][3].startswith("by alice at ")
     assert rows["mail"][3].endswith(": SMTP down")
     assert rows["reports"][:4] == ["0", "—", "1", "—"]
@@ -375,6 +375,22 @@ def test_o4_held_stalled_throttled_and_overdue_each_link_to_a_list_that_opens(
     waiting = admin_client.get(found["throttled"]["url"]).context["cl"].result_list
     assert [run.pk for run in waiting] == [throttled.pk]  # not every live run
     assert admin_client.get(found["overdue"]["url"]).status_code == 200
+
+
+def test_a8_the_stalled_count_reads_as_a_count_of_running_runs_not_a_status(viewer):
+    found = {item["key"]: item for item in viewer.get(OVERVIEW).context["attention"]}
+    stalled = found["stalled"]
+    assert str(stalled["label"]) == "Runs live past their stall time"
+    assert str(stalled["hint"]).startswith("how many running runs have been live longer")
+    assert "status" not in str(stalled["label"]).lower()
+
+
+def test_a8_the_window_says_from_when_to_now_in_the_zone_it_names(viewer, frozen_clock):
+    content = viewer.get(OVERVIEW, {"window": "week"}).content.decode()
+    # 12:00 UTC on the 4 h grid: the week's intervals end at 16:00, but the page says "now".
+    assert "From 2026-02-22 16:00:00 UTC to now, 2026-03-01 12:00:00 UTC" in content
+    assert "Times in UTC." in content
+    assert "Interval (UTC)" in content or "No passes were recorded" in content
 
 
 # -- the last failure of each job (O4) ------------------------------------------------------------

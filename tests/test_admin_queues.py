@@ -205,7 +205,7 @@ def test_w6_the_paused_queues_list_shows_who_when_and_why_and_cannot_be_edited(o
     assert list(listed.context["cl"].list_display)[1:] == [
         "queue",
         "paused_by",
-        "paused_at",
+        "paused_at_display",  # written as every time the admin shows (A8)
         "note",
     ]
     detail = operator.get(f"{PAUSED}{row.pk}/change/")  # read-only: no save, no delete

@@ -25,9 +25,9 @@ from django.utils import timezone
 from django_leasejobs import operators
 from django_leasejobs.admin.folds import FOLD_CHARS, described, is_long, size
 from django_leasejobs.admin.next_due import DueReason, next_due
-from django_leasejobs.admin.times import relative, span, zoned
 from django_leasejobs.models import PausedQueue, Run
 from django_leasejobs.states import FailureCode, RunStatus, Throttle
+from django_leasejobs.times import zoned
 from tests.factories import RunFactory, ScheduleFactory, StepFactory
 
 RUNS = "/admin/leasejobs/run/"
@@ -177,27 +177,6 @@ def test_a7_next_due_a_paused_queue_holds_every_unleased_run_but_not_a_pass_in_f
     assert next_due(leased, NOW, paused=True).reason == DueReason.LEASED
 
 
-@pytest.mark.parametrize(
-    ("delta", "text"),
-    [
-        (timedelta(seconds=45), "45s"),
-        (timedelta(minutes=3, seconds=20), "3m 20s"),
-        (timedelta(minutes=3), "3m"),
-        (timedelta(minutes=40, seconds=9), "40m"),
-        (timedelta(hours=1, minutes=5), "1h 05m"),
-        (timedelta(hours=9, minutes=59), "9h 59m"),
-        (timedelta(hours=14, minutes=5), "14h"),
-        (timedelta(days=2, hours=4), "2d 04h"),
-        (timedelta(days=12), "12d"),
-    ],
-)
-def test_a7_relative_times_are_brief_but_exact_enough(delta, text):
-    assert span(delta) == text
-    assert relative(NOW + delta, NOW) == f"in {text}"
-    assert relative(NOW - delta, NOW) == f"{text} ago"
-    assert relative(NOW + timedelta(seconds=1), NOW) == "now"
-
-
 # -- the list: next due, the compact columns (A7, A1) ----------------------------------------
 
 
@@ -244,7 +223,7 @@ def test_a7_the_list_says_when_and_why_each_live_run_is_next_due(admin_client):
     assert "column-next_due_display" in content
     due = {name: cell(content, run, "next_due_display") for name, run in runs.items()}
     assert "leasejobs-due-retry" in due["retry"]
-    assert ">in 1m 59s</time>" in due["retry"] or ">in 2m</time>" in due["retry"]
+    assert ">in 1 min 59 s</time>" in due["retry"] or ">in 2 min</time>" in due["retry"]
     assert "(after 3 failed passes: handler_failed)" in due["retry"]
     assert "first pass <time" in due["run_after"]
     assert "(run after)" in due["run_after"]
@@ -380,6 +359,35 @@ def test_a7_a_confirmed_button_acts_reports_and_logs_as_the_list_does(
         assert stored.next_attempt_at <= timezone.now()  # due now
     assert entries(run) == [entry]
     assert LogEntry.objects.get(object_id=run.pk).user.get_username() == "admin"
+
+
+@db
+def test_a8_release_fail_asks_for_an_optional_reason_and_keeps_it_with_who(admin_client):
+    run = held_run()
+    asked = admin_client.get(act_url(run.pk, "release-fail")).content.decode()
+    assert 'name="reason"' in asked
+    assert 'maxlength="200"' in asked
+    resume = admin_client.get(act_url(run.pk, "release-resume")).content.decode()
+    assert 'name="reason"' not in resume
+
+    reason = "card 102 was charged; refunded by hand (OPS-812)"
+    response = admin_client.post(act_url(run.pk, "release-fail"), {"reason": reason}, follow=True)
+    assert said(response, SUCCESS) == [f"Run {run.pk} failed."]
+    stored = Run.objects.get(pk=run.pk)
+    assert stored.status == RunStatus.FAILED
+    assert stored.last_error == f"interrupted; failed by admin: {reason}"
+    assert entries(run) == [f"Released: failed ({reason})"]
+    assert reason in response.content.decode()  # the summary's last error, on the run's page
+
+
+@db
+def test_a8_a_reason_too_long_is_said_and_nothing_changes(admin_client):
+    run = held_run()
+    response = admin_client.post(act_url(run.pk, "release-fail"), {"reason": "x" * 201})
+    assert response.status_code == 200
+    assert "A reason is at most 200 characters." in response.content.decode()
+    assert Run.objects.get(pk=run.pk).status == RunStatus.HELD
+    assert entries(run) == []
 
 
 @db
@@ -663,31 +671,30 @@ def paris():
 
 
 @db
-def test_a5_schedule_times_name_their_zone_in_the_list_and_on_the_page(admin_client, paris):
+def test_a5_a8_schedule_times_are_in_the_sites_zone_named_the_schedules_beside(admin_client, paris):
     listed = admin_client.get(SCHEDULES).content.decode()
-    assert "2026-12-02 03:00 Europe/Paris (02:00 UTC)" in listed
-    assert "2026-12-01 02:00 UTC · done" in listed
-    assert "ops at 2026-12-01 09:30 UTC" in listed
+    assert "2026-12-02 02:00:00 UTC (03:00 Europe/Paris)" in listed
+    assert "2026-12-01 02:00:05 UTC · done" in listed
+    assert "ops at 2026-12-01 09:30:00 UTC" in listed
     detail = admin_client.get(f"{SCHEDULES}{paris.pk}/change/").content.decode()
     for text in (
-        "2026-12-02 03:00 Europe/Paris (02:00 UTC)",
-        "2026-12-01 02:00 UTC · done",
-        "2026-12-01 02:03 UTC",  # the last success
-        "ops at 2026-12-01 09:30 UTC",
+        "2026-12-02 02:00:00 UTC (03:00 Europe/Paris)",
+        "2026-12-01 02:00:05 UTC · done",
+        "2026-12-01 02:03:00 UTC",  # the last success
+        "ops at 2026-12-01 09:30:00 UTC",
     ):
         assert text in detail, text
 
 
 @db
 @override_settings(TIME_ZONE="America/New_York")
-def test_a5_recorded_times_are_in_the_sites_time_zone_and_say_so(admin_client, paris):
+def test_a5_a8_recorded_times_are_in_the_sites_time_zone_and_say_so(admin_client, paris):
     listed = admin_client.get(SCHEDULES).content.decode()
-    assert "2026-12-02 03:00 Europe/Paris (2026-12-01 21:00 America/New_York)" in listed
-    assert "2026-11-30 21:00 America/New_York · done" in listed
+    assert "2026-12-01 21:00:00 America/New_York (2026-12-02 03:00 Europe/Paris)" in listed
+    assert "2026-11-30 21:00:05 America/New_York · done" in listed
 
 
 def test_a5_a_due_time_in_the_sites_own_zone_or_an_unknown_one_is_named_once():
     when = datetime(2026, 12, 2, 2, 0, tzinfo=UTC)
-    assert zoned(when, "UTC") == "2026-12-02 02:00 UTC"
-    assert zoned(when, "Mars/Olympus") == "2026-12-02 02:00 UTC"  # the schedule reads invalid
-    assert zoned(None, "UTC") == "—"
+    assert zoned(when, "UTC") == "2026-12-02 02:00:00 UTC"
+    assert zoned(when, "Mars/Olympus") == "2026-12-02 02:00:00 UTC"  # the schedule reads invalid

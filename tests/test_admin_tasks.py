@@ -54,7 +54,7 @@ def pretty(value):
 def test_a1_the_list_names_a_task_run_by_its_task_path(admin_client):
     tasks.add.enqueue(1, 2)
     RunFactory(job="tests.walk", instance="tenant-1")
-    content = admin_client.get(RUNS).content.decode()
+    content = admin_client.get(RUNS).content.decode().replace("<wbr>", "")  # A8: wraps at dots
     assert "task: tests.tasks.add" in content
     assert "task: tenant-1" not in content  # other runs keep their job's name
 
@@ -121,7 +121,8 @@ def test_a1_the_list_reads_no_more_statements_for_more_task_runs(admin_client):
     tasks.send_email.enqueue("ops@example.com")
     with CaptureQueriesContext(connection) as many:
         response = admin_client.get(RUNS)
-    assert response.content.decode().count("task: tests.tasks.explode") == 10
+    shown = response.content.decode().replace("<wbr>", "")  # the job's wrap points (A8)
+    assert shown.count("task: tests.tasks.explode") == 10
     assert len(many) == len(one)
 
 

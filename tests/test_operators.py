@@ -65,3 +65,22 @@ def test_release_only_acts_on_held_runs():
     assert resumed.status == RunStatus.RUNNING
     assert resumed.next_attempt_at is not None
     assert not release(run.pk)
+
+
+def test_a8_release_fail_keeps_who_failed_it_and_their_reason():
+    reasoned, plain = (RunFactory(job="tests.fragile", status=RunStatus.HELD) for _ in range(2))
+    assert release(reasoned.pk, resume=False, by="alice", note=" card 102 charged, refunded ")
+    assert release(plain.pk, resume=False, by="bob")  # the signature of before still works
+    failed = Run.objects.get(pk=reasoned.pk)
+    assert failed.status == RunStatus.FAILED
+    assert failed.last_error == "interrupted; failed by alice: card 102 charged, refunded"
+    assert Run.objects.get(pk=plain.pk).last_error == "interrupted; failed by bob"
+
+
+def test_a8_a_release_note_longer_than_200_characters_is_refused_before_anything_changes():
+    from django_leasejobs.exceptions import InvalidNote
+
+    run = RunFactory(job="tests.fragile", status=RunStatus.HELD)
+    with pytest.raises(InvalidNote):
+        release(run.pk, resume=False, by="alice", note="x" * 201)
+    assert Run.objects.get(pk=run.pk).status == RunStatus.HELD

@@ -33,8 +33,16 @@ def scheduled(define, frozen_clock):
     return make
 
 
-def line_of(output, first_cell):
-    """The table line whose first cell is *first_cell*."""
+def line_of(output, first_cell, table=None):
+    """The table line whose first cell is *first_cell* (in the table titled *table*)."""
+    if table is not None:
+        output = output[output.index(f"\n{table}") :].split("\n\n")[0]
+    else:  # the first table that has one: a held run's id is in two (A8)
+        output = "\n\n".join(
+            block
+            for block in output.split("\n\n")
+            if not block.startswith("Held runs: the step each pass stopped in")
+        )
     (line,) = [line for line in output.splitlines() if line.split("  ")[0] == first_cell]
     return line
 
@@ -58,9 +66,9 @@ def test_the_table_lists_a_schedule_with_its_state_and_next_due(scheduled):
     assert "never_run" in row
     assert "0 * * * * (UTC)" in row
     assert "catch_up_once" in row
-    assert "2026-03-01T13:00:00+00:00" in row
+    assert "2026-03-01 13:00:00 UTC" in row  # as the admin writes times (A8)
     assert row.endswith("yes")
-    assert output.startswith("now 2026-03-01T12:00:00+00:00\n")
+    assert output.startswith("now 2026-03-01 12:00:00 UTC\n")
     assert "no live runs" in output
 
 
@@ -124,7 +132,7 @@ def test_a_live_held_run_is_listed(scheduled):
     row = line_of(output, run.id)
     for cell in ("t.status", run.instance, "held", "3", "handler_failed", '{"page": 7}'):
         assert f"  {cell}" in row
-    assert "2026-03-01T11:55:00+00:00" in row  # started
+    assert "2026-03-01 11:55:00 UTC" in row  # started
     assert "no live runs" not in output
 
 
@@ -142,6 +150,7 @@ def test_the_lease_holder_is_shown_while_leased(frozen_clock):
         next_attempt_at=NOON + timedelta(minutes=5),
         lease_owner="01JOWNER0000000000000000AA",
         lease_holder="web-1:4242:1700000000:ns",
+        lease_began_at=NOON,
     )
     expired = RunFactory(
         job="t.status",
@@ -161,9 +170,94 @@ def test_the_lease_holder_is_shown_while_leased(frozen_clock):
     assert "web-3" not in line_of(output, released.id)
     runs = {entry["id"]: entry for entry in as_json()["runs"]}
     assert runs[leased.id]["lease_holder"] == "web-1:4242:1700000000:ns"
+    assert runs[leased.id]["lease"] == "held"
     assert runs[leased.id]["lease_expired"] is False
+    assert runs[expired.id]["lease"] == "expired"
     assert runs[expired.id]["lease_expired"] is True
     assert (runs[released.id]["lease_holder"], runs[released.id]["lease_expired"]) == (None, None)
+
+
+def test_a8_a_claim_not_yet_begun_says_so(frozen_clock):
+    claimed = RunFactory(
+        job="t.status",
+        next_attempt_at=NOON + timedelta(minutes=5),
+        lease_owner="01JOWNER0000000000000000AA",
+        lease_holder="web-1:4242:1700000000:ns",
+    )
+    assert line_of(status(), claimed.id).endswith("web-1:4242:1700000000:ns (claimed, not begun)")
+    assert as_json()["runs"][0]["lease"] == "claimed"
+
+
+@pytest.mark.parametrize(("db_offset", "expected"), [(-1, "held"), (+1, "expired")])
+def test_a8_a_lease_is_judged_on_the_databases_clock_not_this_machines(
+    frozen_clock, db_offset, expected
+):
+    """The database's clock a day off this machine's: the lease is as the database says (L1)."""
+    now = datetime.now(UTC)
+    frozen_clock.set(now + timedelta(days=db_offset))  # the database's "now"
+    run = RunFactory(
+        job="t.status",
+        next_attempt_at=now,  # by this machine's clock, expiring this instant
+        lease_owner="01JOWNER0000000000000000AA",
+        lease_holder="web-1:4242:1700000000:ns",
+        lease_began_at=now - timedelta(minutes=1),
+    )
+    (entry,) = as_json()["runs"]
+    assert (entry["lease"], entry["lease_expired"]) == (expected, expected == "expired")
+    assert line_of(status(), run.id).endswith("(expired)") == (expected == "expired")
+
+
+@pytest.mark.parametrize(
+    ("which", "words"),
+    [("rate", "waiting for its rate limit"), ("concurrency", "waiting for its concurrency limit")],
+)
+def test_a8_c5_a_throttled_run_reads_as_waiting_for_its_limit_never_as_claimed(
+    frozen_clock, which, words
+):
+    waiting = RunFactory(job="tests.limited", throttled_by=which)
+    claimed_again = RunFactory(  # a drive asking the limit again: its claim is no pass
+        job="tests.limited",
+        throttled_by=which,
+        next_attempt_at=NOON + timedelta(seconds=30),
+        lease_owner="01JOWNER0000000000000000AA",
+        lease_holder="vm:21870:1700000000:ns",
+    )
+    output = status()
+    for run in (waiting, claimed_again):
+        assert line_of(output, run.id).endswith(words)
+    assert "vm:21870" not in output
+    runs = {entry["id"]: entry for entry in as_json()["runs"]}
+    assert runs[claimed_again.id]["lease"] == "throttled"
+    assert runs[claimed_again.id]["throttled_by"] == which
+    assert runs[claimed_again.id]["lease_holder"] is None
+
+
+def test_a8_each_held_run_is_listed_with_the_step_its_pass_stopped_in(frozen_clock):
+    from tests.factories import StepFactory
+
+    in_step, between, before = held_run(), held_run(), held_run()
+    StepFactory(run=in_step, name="reserve:102", result="true", recorded_at=NOON)
+    StepFactory(run=in_step, name="charge:102", result=None, attempts=0, began_at=NOON)
+    StepFactory(run=between, name="reserve:7", result="true", recorded_at=NOON)
+    running = RunFactory(job="t.status")
+    output = status()
+    table = "Held runs: the step each pass stopped in (it may have half-happened)"
+    assert line_of(output, in_step.id, table).endswith(
+        "step charge:102, begun 2026-03-01 12:00:00 UTC"
+    )
+    assert line_of(output, between.id, table).endswith(
+        "no step in flight: stopped after step reserve:7 completed"
+    )
+    assert line_of(output, before.id, table).endswith("no step had begun when the pass stopped")
+    assert running.id not in output[output.index(table) :]
+    runs = {entry["id"]: entry for entry in as_json()["runs"]}
+    assert runs[in_step.id]["in_flight"] == {
+        "step": "charge:102",
+        "began_at": "2026-03-01T12:00:00+00:00",
+        "last_completed": None,
+    }
+    assert runs[between.id]["in_flight"]["last_completed"] == "reserve:7"
+    assert runs[running.id]["in_flight"] is None  # only a held run has one
 
 
 def test_json_parses_and_holds_the_same(scheduled):
@@ -203,8 +297,11 @@ def test_json_parses_and_holds_the_same(scheduled):
             "cursor": '{"page": 7}',
             "started_at": "2026-03-01T11:55:00+00:00",
             "next_attempt_at": None,
+            "lease": "none",
             "lease_holder": None,
             "lease_expired": None,
+            "throttled_by": None,
+            "in_flight": {"step": None, "began_at": None, "last_completed": None},
         }
     ]
 
@@ -216,7 +313,7 @@ def test_the_last_run_is_shown(scheduled, frozen_clock):
     schedule = Schedule.objects.get(job="t.status")
     assert schedule.last_run_id is not None
     row = line_of(status(), "t.status")
-    assert f"{schedule.last_run_id} done 2026-03-01T13:00:00+00:00" in row
+    assert f"{schedule.last_run_id} done 2026-03-01 13:00:00 UTC" in row
     assert "  ok  " in row
 
 
@@ -238,7 +335,7 @@ def test_job_filters_both_tables(scheduled):
 def test_an_empty_database(frozen_clock):
     output = status()
     assert output.startswith(
-        "now 2026-03-01T12:00:00+00:00\n\nSchedules\nno schedules\n\n"
+        "now 2026-03-01 12:00:00 UTC\n\nSchedules\nno schedules\n\n"
         "Live runs (newest first)\nno live runs\n\nLimits"
     )
     # The limited jobs tests/jobs.py registers, none of them with a slot in use yet (C5).
@@ -292,7 +389,8 @@ def test_c5_limits_show_slots_in_use_per_key_the_rates_next_begin_and_who_waits(
         "1",
         "—",
     ]
-    assert "2026-03-01T12:00:02+00:00" in line_of(output, "tests.rated")
+    assert "2026-03-01 12:00:02 UTC" in line_of(output, "tests.rated")
+    assert "5 per 2 s" in line_of(output, "tests.rated")  # a duration as the admin writes one
 
 
 def test_the_payload_never_appears(scheduled):

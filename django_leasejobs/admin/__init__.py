@@ -1,4 +1,4 @@
-"""The operators' admin (SPEC §8, A1-A7).
+"""The operators' admin (SPEC §8, A1-A8).
 
 Operators read runs and schedules here and act on them through
 :mod:`django_leasejobs.operators` -- compare-and-set functions (cancel, retry,
@@ -12,15 +12,19 @@ placeholders that say why, a parameter holding a NUL (which PostgreSQL
 refuses in text) is an invalid lookup, and an action on a job this process
 does not register is refused with a warning.
 
-* :mod:`.runs` -- the run list and page; :mod:`.run_fields` and
-  :mod:`.run_columns` -- their fields and columns; :mod:`.next_due` -- when a
-  live run is next due, and why; :mod:`.folds` -- long values folded;
-  :mod:`.run_actions` and :mod:`.run_page` -- the list's actions and the
+* :mod:`.runs` -- the run list and page; :mod:`.summary` -- the page's
+  summary of what an operator needs first (A8); :mod:`.held` -- a held run's
+  step in flight (A8); :mod:`.steps` -- the page's step ledger;
+  :mod:`.run_fields` and :mod:`.run_columns` -- their fields and columns;
+  :mod:`.next_due` -- when a live run is next due, and why; :mod:`.folds` --
+  long values folded; :mod:`.run_actions` and :mod:`.run_page` -- the list's actions and the
   page's buttons (A3, A7); :mod:`.run_deletes` -- deleting finished runs,
   never a live one (A7);
 * :mod:`.tasks` -- what the run pages show of a Django task's run (SPEC §9);
 * :mod:`.schedules` and :mod:`.schedule_actions` -- the schedule pages, their
-  actions, the missed ledger; :mod:`.times` -- times with their zones;
+  actions, the missed ledger; :mod:`.times` -- times as ``<time>``
+  elements, and the database's "now" (their text is
+  :mod:`django_leasejobs.times`', one format in one named zone, A8);
 * :mod:`.overview` and :mod:`.charts` -- the operators' overview (O4), and
   :mod:`.queues` -- the paused queues and their pause and resume (W6, O5),
   which also serves the overview's URL;

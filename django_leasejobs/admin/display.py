@@ -17,21 +17,22 @@ from functools import cached_property
 from typing import Any
 
 from django.core.paginator import Paginator
-from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 
 from django_leasejobs.codec import MAX_DEPTH, Decoded
+from django_leasejobs.leases import lease_state
 from django_leasejobs.models import Run
-from django_leasejobs.states import RunStatus, ScheduleState
+from django_leasejobs.states import LeaseState, RunStatus, ScheduleState, Throttle
+from django_leasejobs.times import duration, moment, relative
 
 from .folds import described, fold
 
 __all__ = [
     "CappedCountPaginator",
     "cron_in_words",
-    "duration",
+    "elapsed",
     "holder_text",
     "json_block",
     "lease_text",
@@ -195,10 +196,10 @@ def progress(run: Run) -> SafeString | str:
     if run.progress_total:
         done = max(numbers.values(), default=0)
         share = _share(done, run.progress_total)
+        # Track and bar take their colours from runs.css: the admin's variables, dark mode too.
         return format_html(
-            '<div class="leasejobs-progress" title="{} / {}" style="width:80px;background:#e5e7eb;'
-            'border-radius:4px"><div style="width:{}%;background:#2563eb;height:8px;'
-            'border-radius:4px"></div></div> {}%',
+            '<div class="leasejobs-progress" title="{} / {}"><div class="leasejobs-progress-done"'
+            ' style="width:{}%"></div></div> {}%',
             _number(done),
             run.progress_total,
             f"{share * 100:.0f}",
@@ -218,15 +219,12 @@ def _printable(text: str) -> str:
     return text if _utf8(text) else text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def duration(started: datetime | None, ended: datetime | None) -> str:
+def elapsed(started: datetime | None, ended: datetime | None, now: datetime) -> str:
+    """How long a run took, or has taken so far by *now* (the database's): ``1 h 5 min``."""
     if started is None:
         return "—"
-    elapsed = (ended or timezone.now()) - started
-    seconds = int(max(elapsed, timedelta(0)).total_seconds())
-    hours, rest = divmod(seconds, 3600)
-    minutes, seconds = divmod(rest, 60)
-    text = f"{hours}h {minutes:02d}m" if hours else f"{minutes}m {seconds:02d}s"
-    return text if ended else f"{text} (live)"
+    took = duration(max((ended or now) - started, timedelta(0)))
+    return took if ended else _("%(took)s so far") % {"took": took}
 
 
 def holder_text(run: Run) -> str:
@@ -236,13 +234,33 @@ def holder_text(run: Run) -> str:
     return f"{host} pid {pid}" if host else "?"
 
 
-def lease_text(run: Run) -> str:
-    """Who holds the run and until when, while it is leased."""
-    if not run.lease_owner or unreadable(run) is not None:
+def lease_text(run: Run, now: datetime) -> str:
+    """Who holds the run and until when, judged at *now*, the database's time (L1, A8).
+
+    A throttled run holds nothing: it waits for its limit (C5), whatever claim
+    a drive has on it to ask that limit again.
+    """
+    if unreadable(run) is not None:
         return "—"
-    until = f"{run.next_attempt_at:%H:%M:%S}" if run.next_attempt_at else "?"
-    begun = "" if run.lease_began_at else " (claimed, not begun)"
-    return f"{holder_text(run)} until {until}{begun}"
+    state = lease_state(run, now)
+    if state == LeaseState.THROTTLED:
+        which = Throttle(run.throttled_by).label.lower() if run.throttled_by in Throttle else "?"
+        return _("none: waiting for its %(which)s limit") % {"which": which}
+    if state == LeaseState.NONE or run.next_attempt_at is None:
+        return "—"
+    holder, until = holder_text(run), moment(run.next_attempt_at, near=now)
+    if state == LeaseState.EXPIRED:
+        return _("%(holder)s, expired at %(until)s (%(ago)s)") % {
+            "holder": holder,
+            "until": until,
+            "ago": relative(run.next_attempt_at, now),
+        }
+    if state == LeaseState.CLAIMED:
+        return _("claimed by %(holder)s, not begun, until %(until)s") % {
+            "holder": holder,
+            "until": until,
+        }
+    return _("%(holder)s, a pass in flight, until %(until)s") % {"holder": holder, "until": until}
 
 
 def cron_in_words(expression: str) -> str:

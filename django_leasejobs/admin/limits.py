@@ -10,6 +10,7 @@ from django.utils.translation import gettext as _
 
 from django_leasejobs.models import Run
 from django_leasejobs.registry import registry
+from django_leasejobs.times import duration
 
 __all__ = ["limit_text"]
 
@@ -24,7 +25,7 @@ def limit_text(run: Run) -> str:
     if limit.concurrency is not None:
         parts.append(_("%(n)s at once") % {"n": limit.concurrency})
     if limit.rate is not None:
-        parts.append(_("%(n)s per %(per)s") % {"n": limit.rate.n, "per": limit.rate.per})
+        parts.append(_("%(n)s per %(per)s") % {"n": limit.rate.n, "per": duration(limit.rate.per)})
     shown = ", ".join(parts)
     if limit.key is not None:
         return _("%(limit)s, per key (this run: %(key)s)") % {

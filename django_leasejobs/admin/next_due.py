@@ -6,9 +6,11 @@ its rate limit and one a worker holds right now all read the same. The
 reason is worked out from the row's own columns, which the list has already
 read, so the column costs no statement per row:
 
-* a lease (``lease_owner``): a pass in flight, a claim not yet begun, or a
-  lease that ran out (due for takeover);
-* ``throttled_by``: the limit its last claim found reached (C2, C3);
+* its lease, as :func:`~django_leasejobs.leases.lease_state` judges it on
+  the database's clock (L1): a pass in flight, a claim not yet begun, a
+  lease that ran out (due for takeover), or -- ``throttled_by`` -- the limit
+  its last claim found reached (C2, C3), which it reads as even while a
+  drive's new claim asks that limit again: never as "claimed";
 * ``attempts``: consecutive failed passes, so the due time is a back-off (R4);
 * ``admission_misses``: claims that could not begin in time (L5);
 * ``updated_at == started_at``: nothing has touched the run since its start,
@@ -22,17 +24,19 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import models
-from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 
+from django_leasejobs.leases import lease_state
 from django_leasejobs.models import PausedQueue, Run
-from django_leasejobs.states import RunStatus, Throttle
+from django_leasejobs.states import LeaseState, RunStatus, Throttle
+from django_leasejobs.times import duration
 
 from .display import holder_text, unreadable
-from .times import span, time_tag, until_tag
+from .held import in_flight_line
+from .times import db_now, time_tag, until_tag
 
 __all__ = ["DueReason", "NextDue", "next_due", "next_due_html", "queue_paused"]
 
@@ -66,13 +70,15 @@ class NextDue:
 
 
 def next_due(run: Run, now: datetime, *, paused: bool = False) -> NextDue:
-    """When *run* is next due and why, read from its columns alone.
+    """When *run* is next due and why, read from its columns alone, at *now* (the database's).
 
     *paused* says whether the run's queue is paused (W6). The checks go in
     the order the drive decides: a live lease first (its holder moves the
     due time), then a paused queue, a throttle (which a due time in the
     past does not lift: the next claim is throttled again until a slot
-    frees), then the due time and what set it.
+    frees), then the due time and what set it. A throttled run a drive has
+    claimed again has no time of its own to give: its due time is that
+    claim's expiry, not its limit's.
     """
     at = run.next_attempt_at
     if run.status == RunStatus.HELD:
@@ -83,16 +89,14 @@ def next_due(run: Run, now: datetime, *, paused: bool = False) -> NextDue:
         return NextDue(DueReason.NONE)
     if at is None:
         return NextDue(DueReason.NEVER_DUE)
-    if run.lease_owner:
-        if at <= now:
-            return NextDue(DueReason.LEASE_EXPIRED, at)
-        return NextDue(DueReason.LEASED if run.lease_began_at else DueReason.CLAIMED, at)
+    lease = lease_state(run, now)
+    if lease in _LEASED:
+        return NextDue(_LEASED[lease], at)
     if paused:
         return NextDue(DueReason.QUEUE_PAUSED, at)
-    if run.throttled_by == Throttle.RATE:
-        return NextDue(DueReason.RATE, at)
-    if run.throttled_by == Throttle.CONCURRENCY:
-        return NextDue(DueReason.CONCURRENCY, at)
+    if lease == LeaseState.THROTTLED:
+        reason = DueReason.RATE if run.throttled_by == Throttle.RATE else DueReason.CONCURRENCY
+        return NextDue(reason, None if run.lease_owner else at)
     if at <= now:
         return NextDue(DueReason.DUE_NOW, at)
     if run.attempts:
@@ -102,6 +106,14 @@ def next_due(run: Run, now: datetime, *, paused: bool = False) -> NextDue:
     if run.updated_at == run.started_at:
         return NextDue(DueReason.RUN_AFTER, at)
     return NextDue(DueReason.DEFERRED, at)
+
+
+#: The reasons of a lease that holds the run, whatever its queue (its holder moves its due time).
+_LEASED = {
+    LeaseState.HELD: DueReason.LEASED,
+    LeaseState.CLAIMED: DueReason.CLAIMED,
+    LeaseState.EXPIRED: DueReason.LEASE_EXPIRED,
+}
 
 
 #: Where a run carries whether its queue is paused: read once for a page of runs.
@@ -131,10 +143,13 @@ def _failed_passes(run: Run) -> str:
 
 
 def next_due_html(run: Run, now: datetime | None = None) -> SafeString | str:
-    """The "next due" cell of *run*: the reason in words, its time relative to now."""
+    """The "next due" cell of *run*: the reason in words, its time relative to now.
+
+    *now* is the database's (L1): the page's, read once (:func:`~.times.db_now`).
+    """
     if unreadable(run) is not None:
         return "—"
-    now = now or timezone.now()
+    now = now or db_now(run)
     due = next_due(run, now, paused=run.status == RunStatus.RUNNING and queue_paused(run))
     when = time_tag(due.at, now)  # "in 2m"
     until = until_tag(due.at, now)  # "02:14:05 (in 2m)"
@@ -144,7 +159,7 @@ def next_due_html(run: Run, now: datetime | None = None) -> SafeString | str:
         if late is None or late.total_seconds() < 60:
             text = format_html("{}", _("due now"))
         else:
-            text = format_html(_("due now, for {}"), span(late))
+            text = format_html(_("due now, for {}"), duration(late))
     elif reason == DueReason.RETRY:
         text = format_html(_("retry {} ({}: {})"), when, _failed_passes(run), run.failure_code)
     elif reason == DueReason.ADMISSION:
@@ -155,6 +170,8 @@ def next_due_html(run: Run, now: datetime | None = None) -> SafeString | str:
         text = format_html(_("first pass {} (run after)"), when)
     elif reason == DueReason.DEFERRED:
         text = format_html(_("deferred, due {}"), when)
+    elif reason == DueReason.RATE and due.at is None:
+        text = format_html("{}", _("waiting for its rate limit"))
     elif reason == DueReason.RATE:
         # C5's words: which limit, and until when.
         text = format_html(_("waiting for its rate limit, until {}"), until)
@@ -170,6 +187,8 @@ def next_due_html(run: Run, now: datetime | None = None) -> SafeString | str:
         text = format_html(_("queue {} is paused: nothing begins until it is resumed"), run.queue)
     elif reason == DueReason.HELD:
         text = format_html("{}", _("waiting for an operator (release: resume or fail)"))
+        if line := in_flight_line(run):  # A8: what its pass stopped in
+            text = format_html('{}<span class="leasejobs-in-flight">{}</span>', text, line)
     elif reason == DueReason.STOPPING:
         text = format_html(_("cancelled; its pass may run until {}"), until)
     elif reason == DueReason.NEVER_DUE:

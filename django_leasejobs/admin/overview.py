@@ -45,6 +45,7 @@ from django_leasejobs.conf import conf
 from django_leasejobs.errors import READ_ERRORS, unreadable_reason
 from django_leasejobs.models import Run
 from django_leasejobs.registry import registry
+from django_leasejobs.times import duration, moment, zone_name
 
 from .charts import SPANS, Span, bounds, durations_chart, passes_chart, seconds_text
 from .common import page_context
@@ -87,11 +88,15 @@ def attention_links(
             "url": _list(model_admin, "run", status__exact="held"),
         },
         {
+            # A count of runs, not a status: no run is "stalled", a schedule is (S6).
             "key": "stalled",
-            "label": _("Stalled runs"),
+            "label": _("Runs live past their stall time"),
             "n": found.stalled,
             "url": _list(model_admin, "run", **running, started_at__lt=live_since),
-            "hint": _("the list shows running runs started before the shortest stall time"),
+            "hint": _(
+                "how many running runs have been live longer than their job's stall_after; "
+                "the list shows every running run started before the shortest stall time"
+            ),
         },
         {
             "key": "throttled",
@@ -110,14 +115,8 @@ def attention_links(
 
 
 def age_text(seconds: float | None) -> str:
-    """How long the oldest due run has waited: "40 s", "12 min", "3.5 h", "2.1 d"."""
-    if seconds is None:
-        return "—"
-    if seconds < 60:
-        return f"{seconds:.0f} s"
-    if seconds < 2 * 3600:
-        return f"{seconds // 60:.0f} min"
-    return f"{seconds / 3600:.1f} h" if seconds < 2 * 86400 else f"{seconds / 86400:.1f} d"
+    """How long the oldest due run has waited: "40 s", "12 min", "3 h 30 min", "2 d 1 h"."""
+    return "—" if seconds is None else duration(seconds)
 
 
 def queue_rows(model_admin: Any, found: list[figures.QueueFigures]) -> list[dict[str, Any]]:
@@ -232,6 +231,9 @@ def overview_page(model_admin: Any, request: HttpRequest) -> TemplateResponse:
             spans=SPANS.values(),
             since=since,
             until=until,
+            since_text=moment(since),
+            now_text=moment(now),
+            zone=zone_name(),
             may_change=request.user.has_perm(CHANGE),
             **_guarded(model_admin, request, current),
             **_guarded(model_admin, request, statistics),

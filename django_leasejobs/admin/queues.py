@@ -36,6 +36,7 @@ from django_leasejobs.routing import queue_problem
 
 from .common import GuardedActionsMixin, ReadOnlyMixin, actor, page_context
 from .overview import CHANGE, VIEW, overview_page
+from .times import moment_tag
 
 if TYPE_CHECKING:
     PausedQueueModelAdmin = admin.ModelAdmin[PausedQueue]
@@ -49,11 +50,16 @@ CONFIRM = "admin/leasejobs/overview/confirm.html"
 
 @admin.register(PausedQueue)
 class PausedQueueAdmin(GuardedActionsMixin, ReadOnlyMixin, PausedQueueModelAdmin):
-    list_display = ("queue", "paused_by", "paused_at", "note")
+    list_display = ("queue", "paused_by", "paused_at_display", "note")
     search_fields = ("=queue",)
     ordering = ("queue",)
     fields = list_display
     readonly_fields = list_display
+
+    @admin.display(description=_("paused at"), ordering="paused_at")
+    def paused_at_display(self, row: PausedQueue) -> str:
+        return moment_tag(row.paused_at)
+
     actions = ("resume_queues",)
     guarded_actions = actions
     change_list_template = "admin/leasejobs/overview/paused_queues.html"

@@ -7,6 +7,7 @@ each one that cannot says why -- never quoting what it holds.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.contrib.admin.utils import display_for_value
@@ -17,6 +18,7 @@ from django_leasejobs.codec import decode
 from django_leasejobs.errors import READ_ERRORS, unreadable_reason
 from django_leasejobs.models import Run
 from django_leasejobs.reading import Unreadable
+from django_leasejobs.times import moment
 
 from .display import json_block, pre, unreadable
 
@@ -70,6 +72,8 @@ def read_columns(pk: str) -> list[tuple[str, str, Any, str | None]]:
             shown: Any = json_block(decode(value), empty="—")
         elif name == "last_error" and value:
             shown = pre(value)
+        elif isinstance(value, datetime):
+            shown = moment(value)  # as every time the admin shows (A8)
         else:
             shown = display_for_value(value if value != "" else None, "—")
         columns.append((label, name, shown, None))

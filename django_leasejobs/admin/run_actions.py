@@ -94,11 +94,16 @@ class RunActions(RunModelAdmin):
         self.log_change(request, run, f"Retried as run {result.run.pk}")
         return result
 
-    def release_one(self, request: HttpRequest, run: Run, *, resume: bool) -> bool:
-        """Resume or fail held *run* and log it; ``False`` when it was not held any more."""
-        if not operators.release(run.pk, resume=resume, by=actor(request)):
+    def release_one(self, request: HttpRequest, run: Run, *, resume: bool, note: str = "") -> bool:
+        """Resume or fail held *run* and log it; ``False`` when it was not held any more.
+
+        A failure's *note* (the operator's reason) goes into the run's last
+        error and the log entry.
+        """
+        if not operators.release(run.pk, resume=resume, by=actor(request), note=note):
             return False
-        self.log_change(request, run, "Released: resumed" if resume else "Released: failed")
+        logged = "Released: resumed" if resume else "Released: failed"
+        self.log_change(request, run, f"{logged} ({note})" if note and not resume else logged)
         return True
 
     def run_link(self, pk: str) -> SafeString:

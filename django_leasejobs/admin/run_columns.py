@@ -9,16 +9,16 @@ them out and keeps the id and job columns in view.
 from __future__ import annotations
 
 from django.contrib import admin
-from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
 
 from django_leasejobs.models import Run
+from django_leasejobs.times import duration
 
 from .next_due import next_due_html
 from .reading import unreadable
-from .times import span, time_tag
+from .times import db_now, time_tag
 
 __all__ = ["RunColumns"]
 
@@ -55,13 +55,16 @@ class RunColumns:
         duration: one column instead of five (A1, A7)."""
         if unreadable(run) is not None or run.started_at is None:
             return "—"
-        now = timezone.now()
+        now = db_now(run)
         lines = [(_("started"), time_tag(run.started_at, now))]
         if run.ended_at is None:  # a finished run was last updated as it ended
             lines.append((_("updated"), time_tag(run.updated_at, now)))
         else:
             lines.append((_("ended"), time_tag(run.ended_at, now)))
-            lines.append((_("took"), span(run.ended_at - run.started_at)))
+            took = format_html(
+                '<span class="leasejobs-took">{}</span>', duration(run.ended_at - run.started_at)
+            )
+            lines.append((_("took"), took))
         return format_html(
             '<div class="leasejobs-times">{}</div>',
             format_html_join("", "<div>{} {}</div>", lines),

@@ -57,7 +57,11 @@ class NotDeleted(Exception):
 
 
 def refusal(run: Run) -> str:
-    """Why *run*, which holds its key, is not deleted, and what to do instead."""
+    """Why *run*, which holds its key, is not deleted, and what to do instead.
+
+    Said on the run's own page (the refused delete goes back to it), whose
+    summary offers Cancel: the way is that button, not the list's action.
+    """
     if run.status == RunStatus.CANCELLED:
         text = _(
             "Run %(run)s was cancelled, but its pass may still be running, so it was not "
@@ -69,7 +73,7 @@ def refusal(run: Run) -> str:
         text = _(
             "Run %(run)s is live, so it was not deleted: a pass of it may be running, and "
             "deleting it would let a second run of the same job and instance start beside "
-            "that pass. Cancel it first (Cancel selected runs, in the run list); once it has "
+            "that pass. Cancel it first, with the Cancel button on this page; once it has "
             "finished it can be deleted."
         )
     return text % {"run": run.pk}

@@ -30,10 +30,12 @@ from django.utils.functional import Promise
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
+from django_leasejobs import operators
 from django_leasejobs.models import Run
 from django_leasejobs.states import LIVE_STATUSES, RunStatus
 
 from .common import page_context
+from .held import in_flight_banner, runs_again
 from .reading import unreadable
 from .run_actions import RunActions
 
@@ -51,6 +53,7 @@ class PageAction:
     explanation: Promise  # what happens, said before it does
     confirm: Promise  # the confirming button
     ends_work: bool = False  # its button stands apart, as Delete does
+    asks_reason: bool = False  # its confirmation asks why (optional), kept with the run
 
 
 PAGE_ACTIONS = {
@@ -99,11 +102,13 @@ PAGE_ACTIONS = {
             "release",
             gettext_lazy("Fail held run %(run)s?"),
             gettext_lazy(
-                "The run becomes failed (\u201cinterrupted; failed by\u201d your user name) "
-                "and nothing runs it again. It can still be retried later, as a new run."
+                "The run becomes failed (\u201cinterrupted; failed by\u201d your user name, "
+                "and your reason if you give one, become its last error) and nothing runs it "
+                "again. It can still be retried later, as a new run."
             ),
             gettext_lazy("Yes, fail it"),
             ends_work=True,
+            asks_reason=True,
         ),
     )
 }
@@ -189,9 +194,13 @@ class RunPage(RunActions):
             name = f"{self.admin_site.name}:{self.opts.app_label}_{self.opts.model_name}_changelist"
             return HttpResponseRedirect(reverse(name))
         back = HttpResponseRedirect(self._change_url(run.pk))
-        if request.method == "POST":
+        reason = request.POST.get("reason", "").strip() if action.asks_reason else ""
+        error = None
+        if request.method == "POST" and len(reason) > operators.NOTE_MAX:
+            error = _("A reason is at most %(n)d characters.") % {"n": operators.NOTE_MAX}
+        elif request.method == "POST":
             # Whatever the page showed: the operator function's compare-and-set decides.
-            self._act(request, run, action)
+            self._act(request, run, action, reason)
             return back
         if verb not in valid_actions(run):  # a page or a bookmark older than the run's state
             self.message_user(
@@ -212,10 +221,15 @@ class RunPage(RunActions):
                 run=run,
                 reason=unreadable(run),
                 change_url=self._change_url(run.pk),
+                note=reason,
+                note_max=operators.NOTE_MAX,
+                error=error,
+                # A8: which step runs again, or which one the pass stopped in.
+                in_flight=runs_again(run) if verb == "release-resume" else in_flight_banner(run),
             ),
         )
 
-    def _act(self, request: HttpRequest, run: Run, action: PageAction) -> None:
+    def _act(self, request: HttpRequest, run: Run, action: PageAction, reason: str) -> None:
         pk = run.pk
         if action.verb == "cancel":
             if self.cancel_one(request, run):
@@ -237,7 +251,7 @@ class RunPage(RunActions):
                 self.message_user(request, self.started_again(run, result), messages.SUCCESS)
         else:
             resume = action.verb == "release-resume"
-            if self.release_one(request, run, resume=resume):
+            if self.release_one(request, run, resume=resume, note=reason):
                 text = (
                     _("Run %(run)s resumed: it is running and due now.")
                     if resume

@@ -1,9 +1,9 @@
 """The schedule pages (A5) and the missed ledger.
 
-Every time on them names its zone (:mod:`.times`): a due time in the
-schedule's own ``timezone`` with the site's beside it ("2026-12-02 03:00
-Europe/Paris (02:00 UTC)"), a recorded time -- a last run, a pause, a
-success -- in the site's current time zone, named.
+Every time on them reads as :mod:`django_leasejobs.times` writes it, in the
+site's current time zone, named (A8): a due time with the schedule's own
+zone's clock time beside it ("2026-12-02 02:00:00 UTC (03:00 Europe/Paris)"),
+a recorded time -- a last run, a pause, a success -- alone.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from django_leasejobs.errors import READ_ERRORS, unreadable_reason
 from django_leasejobs.models import Missed, Run, Schedule
 from django_leasejobs.schedules.base import schedule_db
 from django_leasejobs.states import ScheduleState
+from django_leasejobs.times import moment, zoned
 
 from .common import (
     GuardedActionsMixin,
@@ -46,7 +47,18 @@ from .display import (
 )
 from .reading import placeholder, read_robustly, unreadable
 from .schedule_actions import ScheduleActions
-from .times import recorded, zoned
+from .times import moment_tag
+
+
+def recorded(when: datetime | None) -> str:
+    """A recorded time (a run began, a schedule was paused), or a dash."""
+    return "—" if when is None else moment(when)
+
+
+def due(when: datetime | None, zone: str) -> str:
+    """A due time in the site's zone, the schedule's own *zone* beside it, or a dash."""
+    return "—" if when is None else zoned(when, zone)
+
 
 LIVE = "_leasejobs_live"
 #: The database's time the page reads its schedules' states at (S6, L1): once per page.
@@ -178,7 +190,7 @@ class ScheduleAdmin(GuardedActionsMixin, ReadOnlyMixin, ScheduleActions):
     @admin.display(description=_("next due"), ordering="next_due_at")
     def next_due_display(self, row: Schedule) -> str:
         """The next due time in the schedule's own zone, and the site's (A5)."""
-        return zoned(row.next_due_at, row.timezone)
+        return due(row.next_due_at, row.timezone)
 
     @admin.display(description=_("last run"))
     def last_run_display(self, row: Schedule) -> str:
@@ -226,7 +238,7 @@ class ScheduleAdmin(GuardedActionsMixin, ReadOnlyMixin, ScheduleActions):
             [_("due at"), _("cause"), _("action"), _("run"), _("recorded")],
             rows=[
                 (
-                    zoned(m.due_at, row.timezone),
+                    due(m.due_at, row.timezone),
                     m.cause,
                     m.action,
                     m.run_id or "—",
@@ -239,17 +251,25 @@ class ScheduleAdmin(GuardedActionsMixin, ReadOnlyMixin, ScheduleActions):
 
 @admin.register(Missed)
 class MissedAdmin(ReadOnlyMixin, MissedModelAdmin):
-    list_display = ("job", "due_at", "cause", "action", "run_link", "recorded_at")
+    list_display = ("job", "due_display", "cause", "action", "run_link", "recorded_display")
     list_filter = ("cause", "action")
     search_fields = ("=job",)
     ordering = ("-due_at",)
     paginator = CappedCountPaginator
     show_full_result_count = False
-    fields = ("job", "due_at", "cause", "action", "run_link", "recorded_at")
+    fields = ("job", "due_display", "cause", "action", "run_link", "recorded_display")
     readonly_fields = fields
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return SafeChangeList
+
+    @admin.display(description=_("due at"), ordering="due_at")
+    def due_display(self, row: Missed) -> str:
+        return moment_tag(row.due_at)
+
+    @admin.display(description=_("recorded at"), ordering="recorded_at")
+    def recorded_display(self, row: Missed) -> str:
+        return moment_tag(row.recorded_at)
 
     @admin.display(description=_("run"), ordering="run_id")
     def run_link(self, row: Missed) -> str:

@@ -17,9 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib import admin
-from django.contrib.admin.utils import display_for_value
 from django.db.models import Q, QuerySet
-from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
@@ -28,13 +26,15 @@ from django_leasejobs import compat
 from django_leasejobs.codec import Decoded
 from django_leasejobs.errors import READ_ERRORS, unreadable_reason
 from django_leasejobs.exceptions import TaskGone
+from django_leasejobs.leases import lease_state
 from django_leasejobs.models import Run, TaskAttempt
-from django_leasejobs.states import RunStatus
+from django_leasejobs.states import LeaseState, RunStatus
 from django_leasejobs.tasks.envelope import Envelope
 from django_leasejobs.tasks.options import TASK_JOB
 from django_leasejobs.tasks.results import attempt_errors, read_result, run_errors
 
 from .display import json_block, pre, table
+from .times import db_now, moment_tag
 
 __all__ = [
     "TASK_FIELDS",
@@ -162,7 +162,7 @@ def attempt_rows(run: Run, view: TaskView) -> list[tuple[Any, ...]]:
             (
                 number,
                 attempt.worker_id,
-                display_for_value(attempt.began_at, "—"),
+                moment_tag(attempt.began_at),
                 *_error_cells(attempt, error, note),
             )
         )
@@ -172,16 +172,11 @@ def attempt_rows(run: Run, view: TaskView) -> list[tuple[Any, ...]]:
 
 
 def _in_flight(run: Run, view: TaskView) -> bool:
-    """Whether the last attempt is the pass in flight: as read back, else by the run's lease."""
+    """Whether the last attempt is the pass in flight: as read back, else by the run's lease,
+    held by the database's clock (L1, A8)."""
     if view.result is not None:
         return bool(view.result.status == compat.TaskResultStatus.RUNNING)
-    expiry = run.next_attempt_at
-    return (
-        run.status == RunStatus.RUNNING
-        and run.lease_began_at is not None
-        and expiry is not None
-        and expiry > timezone.now()
-    )
+    return lease_state(run, db_now(run)) == LeaseState.HELD
 
 
 def _error_cells(attempt: TaskAttempt, error: Any, note: Any) -> tuple[Any, Any]:
@@ -216,10 +211,10 @@ class TaskSection:
         return view.envelope.backend if view.envelope is not None else "—"
 
     @admin.display(description=_("run after"))
-    def task_run_after(self, run: Run) -> str:
+    def task_run_after(self, run: Run) -> SafeString | str:
         view = task_view(run)
         after = view.envelope.run_after if view.envelope is not None else None
-        return str(display_for_value(after, "—"))
+        return moment_tag(after)
 
     @admin.display(description=_("args"))
     def task_args(self, run: Run) -> SafeString | str:

@@ -17,6 +17,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError
 
 from django_leasejobs.errors import one_line
+from django_leasejobs.times import LogFormatter
 
 __all__ = ["LeaseJobsCommand", "configure_logging"]
 
@@ -29,7 +30,8 @@ def configure_logging(verbosity: int) -> None:
     logger.setLevel(_LEVELS.get(verbosity, logging.DEBUG))
     if not logger.handlers and not logging.getLogger().handlers:
         handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        # Its times as every other time the app prints: in the site's zone, named (A8).
+        handler.setFormatter(LogFormatter("%(asctime)s %(levelname)s %(message)s"))
         logger.addHandler(handler)
 
 

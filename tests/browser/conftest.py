@@ -36,6 +36,16 @@ WAIT = 10  # seconds: the live server answers in milliseconds; this only bounds 
 #: test run leaves the checkout clean; otherwise they go to a temporary folder.
 DOCS_SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "_static" / "screenshots"
 
+#: A probe painted with a CSS variable, as the browser computes its colour.
+VARIABLE = """
+const probe = document.createElement("div");
+probe.style.background = "var(" + arguments[0] + ")";
+document.body.appendChild(probe);
+const colour = getComputedStyle(probe).backgroundColor;
+probe.remove();
+return colour;
+"""
+
 USERNAME = "operator"
 PASSWORD = "a-browser-test-password"  # a throwaway user of the test database
 
@@ -147,6 +157,10 @@ class Admin:
     def text(self, selector: str, within=None) -> str:
         return str(self.find(selector, within).text)
 
+    def variable_colour(self, name: str) -> str:
+        """The colour the admin's CSS variable *name* computes to in the page's theme now."""
+        return str(self.driver.execute_script(VARIABLE, name))
+
     def messages(self, level: str = "") -> list[str]:
         """The texts of the messages at the top of the page (``success``, ``warning``, ...)."""
         selector = f".messagelist li.{level}" if level else ".messagelist li"
@@ -200,8 +214,8 @@ class Admin:
         else:
             self.driver.execute_script("window.scrollTo(0, 0);")
         folder = DOCS_SCREENSHOTS if os.environ.get("LEASEJOBS_SCREENSHOTS") else self.scratch
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / name
+        path = folder / name  # *name* may hold a folder: "a8/held-run-390-dark-django61.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
         assert self.driver.save_screenshot(str(path)), f"no screenshot written to {path}"
         return path
 

@@ -20,7 +20,7 @@ from django_leasejobs.models import Run, Schedule
 from django_leasejobs.states import FailureCode
 from tests.factories import RunFactory
 
-from .seeds import held_invoice_run, import_in_a_pass, last_nights_run
+from .seeds import cancelled_cleanup, held_invoice_run, import_in_a_pass, last_nights_run
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.browser]
 
@@ -35,15 +35,7 @@ def change_page(run: Run) -> str:
 def some_history():
     """A few runs of each status, as a site's run list looks on an ordinary day (oldest first)."""
     now = timezone.now()
-    RunFactory(
-        job="tests.noop",
-        instance="cleanup",
-        status="cancelled",
-        failure_code="cancelled",
-        last_error="cancelled by operator",
-        started_at=now - timedelta(hours=20),
-        ended_at=now - timedelta(hours=19),
-    )
+    cancelled_cleanup(now, by="operator", hours_ago=19)
     last_nights_run(now, cursor="null")
     import_in_a_pass(now, "contacts:eu")
 

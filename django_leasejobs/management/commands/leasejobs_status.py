@@ -1,6 +1,10 @@
 """``manage.py leasejobs_status``: the schedules, the paused queues and the live runs,
 for an operator without the admin (S6, W6). What it reports is read by
 :mod:`django_leasejobs.status`; this module parses the arguments and renders the tables.
+
+The tables write times and durations as the admin does (:mod:`django_leasejobs.times`:
+``2026-03-01 12:00:00 UTC``, ``2 per 30 s``), in the site's zone, named; ``--json``
+keeps ISO 8601 in UTC, for programs.
 """
 
 from __future__ import annotations
@@ -14,7 +18,9 @@ from django.core.management.base import CommandParser
 
 from django_leasejobs.management.arguments import whole_number
 from django_leasejobs.management.base import LeaseJobsCommand
+from django_leasejobs.states import LeaseState, Throttle
 from django_leasejobs.status import read_status
+from django_leasejobs.times import duration, moment
 
 #: The most live runs one call lists.
 LIMIT_MAX = 10000
@@ -58,9 +64,9 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
     ]
 
 
-def _seconds(moment: str | None) -> str | None:
-    """An ISO time as the table shows it: to the second."""
-    return None if moment is None else datetime.fromisoformat(moment).isoformat("T", "seconds")
+def _when(text: str | None) -> str | None:
+    """An ISO time of the JSON as the table shows it: as the admin does, zone named."""
+    return None if text is None else moment(datetime.fromisoformat(text))
 
 
 def _paused(entry: dict[str, Any]) -> str | None:
@@ -71,22 +77,29 @@ def _paused(entry: dict[str, Any]) -> str | None:
 
 
 def _last_run(entry: dict[str, Any]) -> str | None:
-    parts = [entry["last_run"], entry["last_outcome"], _seconds(entry["last_run_at"])]
+    parts = [entry["last_run"], entry["last_outcome"], _when(entry["last_run_at"])]
     return " ".join(part for part in parts if part) or None
 
 
-def _holder(entry: dict[str, Any]) -> str | None:
-    holder = entry["lease_holder"]
+def _lease(entry: dict[str, Any]) -> str | None:
+    """Who holds the run's lease, and how it stands; a throttled run's limit instead (C5)."""
+    lease, holder = entry.get("lease"), entry["lease_holder"]
+    if lease == LeaseState.THROTTLED:
+        which = entry.get("throttled_by")
+        limit = Throttle(which).label.lower() if which in Throttle.values else "its"
+        return f"waiting for its {limit} limit"
     if holder is None:
         return None
-    return f"{holder} (expired)" if entry["lease_expired"] else holder
+    if lease == LeaseState.EXPIRED:
+        return f"{holder} (expired)"
+    return f"{holder} (claimed, not begun)" if lease == LeaseState.CLAIMED else holder
 
 
 PAUSED_HEADERS = ("QUEUE", "PAUSED BY", "PAUSED AT", "NOTE")
 
 
 def _paused_queue(entry: dict[str, Any]) -> tuple[Any, ...]:
-    return (entry["queue"], entry["paused_by"], _seconds(entry["paused_at"]), entry["note"])
+    return (entry["queue"], entry["paused_by"], _when(entry["paused_at"]), entry["note"])
 
 
 SCHEDULE_HEADERS = ("JOB", "STATE", "SCHEDULE", "RULE", "NEXT DUE", "PAUSED", "LAST RUN", "ENABLED")
@@ -100,20 +113,20 @@ RUN_HEADERS = (
     "CURSOR",
     "STARTED",
     "NEXT ATTEMPT",
-    "LEASE HOLDER",
+    "LEASE",
 )
 
 
 def render(status: dict[str, Any], cut_at: int | None = None) -> list[str]:
     """The plain-text report of :func:`read_status`; *cut_at* is the limit if runs were cut."""
-    lines = [f"now {_seconds(status['now'])}", "", "Schedules"]
+    lines = [f"now {_when(status['now'])}", "", "Schedules"]
     schedules = [
         (
             entry["job"],
             f"{entry['state']}: {entry['problem']}" if entry["problem"] else entry["state"],
             f"{entry['expression']} ({entry['timezone']})",
             entry["rule"],
-            _seconds(entry["next_due_at"]),
+            _when(entry["next_due_at"]),
             _paused(entry),
             _last_run(entry),
             "yes" if entry["enabled"] else "disabled",
@@ -134,9 +147,9 @@ def render(status: dict[str, Any], cut_at: int | None = None) -> list[str]:
             entry["attempts"],
             entry["failure_code"],
             entry["cursor"],
-            _seconds(entry["started_at"]),
-            _seconds(entry["next_attempt_at"]),
-            _holder(entry),
+            _when(entry["started_at"]),
+            _when(entry["next_attempt_at"]),
+            _lease(entry),
         )
         for entry in status["runs"]
     ]
@@ -149,10 +162,27 @@ def render(status: dict[str, Any], cut_at: int | None = None) -> list[str]:
     if stranded:
         lines += ["", "Stranded or unreadable runs (no drive will finish them as they are)"]
         lines += table(("ID", "WHY"), stranded)
+    held = [
+        (entry["id"], _in_flight(entry["in_flight"]))
+        for entry in status["runs"]
+        if entry.get("in_flight")
+    ]
+    if held:
+        lines += ["", "Held runs: the step each pass stopped in (it may have half-happened)"]
+        lines += table(("ID", "IN FLIGHT"), held)
     if status["limits"]:
         lines += ["", "Limits (slots in use per key, the rate's next begin)"]
         lines += table(LIMIT_HEADERS, [row for entry in status["limits"] for row in _limits(entry)])
     return lines
+
+
+def _in_flight(found: dict[str, Any]) -> str:
+    """A held run's step in flight, in words: as the admin says it (A8)."""
+    if found["step"] is not None:
+        return f"step {found['step']}, begun {_when(found['began_at'])}"
+    if found["last_completed"] is not None:
+        return f"no step in flight: stopped after step {found['last_completed']} completed"
+    return "no step had begun when the pass stopped"
 
 
 LIMIT_HEADERS = ("JOB", "KEY", "CONCURRENCY", "IN USE", "RATE", "NEXT BEGIN", "WAITING")
@@ -161,7 +191,7 @@ LIMIT_HEADERS = ("JOB", "KEY", "CONCURRENCY", "IN USE", "RATE", "NEXT BEGIN", "W
 def _limits(entry: dict[str, Any]) -> list[tuple[Any, ...]]:
     """One row per key of a limited job; a job with no key state yet gets one row."""
     rate = entry["rate"]
-    shown_rate = None if rate is None else f"{rate['n']} per {rate['per_seconds']:g} s"
+    shown_rate = None if rate is None else f"{rate['n']} per {duration(rate['per_seconds'])}"
     keys = entry["keys"] or [{"key": "", "slots_in_use": 0, "next_begin_at": None}]
     return [
         (
@@ -170,7 +200,7 @@ def _limits(entry: dict[str, Any]) -> list[tuple[Any, ...]]:
             entry["concurrency"],
             key["slots_in_use"] if entry["concurrency"] else None,
             shown_rate,
-            _seconds(key["next_begin_at"]),
+            _when(key["next_begin_at"]),
             entry["waiting"] if number == 0 else None,
         )
         for number, key in enumerate(keys)
