@@ -20,7 +20,7 @@ from django_leasejobs.admin.overview import SPANS, bounds
 from django_leasejobs.figures import FAILURE_SCAN, coarse_window, last_failure, window
 from django_leasejobs.models import PassStat, Run
 from tests.factories import RunFactory, ScheduleFactory
-from tests.utils import stat_columns, store_text, user_with
+from tests.utils import on_sqlite_only, stat_columns, store_text, user_with
 
 pytestmark = pytest.mark.django_db
 
@@ -291,6 +291,7 @@ def test_o4_s11_sums_past_what_the_database_holds_are_never_a_500(viewer, frozen
             assert "3 unreadable statistics rows in this window" in text
 
 
+@on_sqlite_only
 @pytest.mark.parametrize("column", stat_columns())
 @pytest.mark.parametrize("key", ["hour", "day", "week"])
 def test_o4_s11_text_in_a_number_column_is_counted_unreadable_never_a_500(

@@ -13,7 +13,7 @@ from django_leasejobs.figures import attention, coarse_window, percentile, queue
 from django_leasejobs.models import PassStat
 from django_leasejobs.models.observability import BUCKETS
 from tests.factories import RunFactory
-from tests.utils import due_in_queue, stat_columns, statements, store_text
+from tests.utils import due_in_queue, on_sqlite_only, stat_columns, statements, store_text
 
 pytestmark = pytest.mark.django_db
 
@@ -106,6 +106,7 @@ def test_o4_percentiles_follow_the_histogram():
     assert percentile(buckets, 0.95, 400.0) == 400.0
 
 
+@on_sqlite_only
 @pytest.mark.parametrize("column", stat_columns())
 def test_o4_s11_text_in_a_number_column_is_unreadable_minute_by_minute_and_summed(
     frozen_clock, column

@@ -23,7 +23,7 @@ from django_leasejobs.models import PassStat, Run
 from django_leasejobs.models.observability import BUCKETS
 from django_leasejobs.stats import aggregate
 from tests.factories import RunFactory
-from tests.utils import due_in_queue, stat_columns, store_text
+from tests.utils import due_in_queue, on_sqlite_only, stat_columns, store_text
 
 pytestmark = pytest.mark.django_db
 
@@ -315,6 +315,7 @@ def test_o2_s11_malformed_statistics_rows_are_skipped_and_counted(frozen_clock, 
     assert passes == {frozenset({("job_name", "t.m"), ("queue", "q"), ("outcome", "completed")}): 2}
 
 
+@on_sqlite_only
 @pytest.mark.parametrize("column", stat_columns())
 def test_o2_s11_text_in_a_number_column_is_counted_unreadable_never_a_500(
     frozen_clock, token, column

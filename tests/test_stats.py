@@ -21,7 +21,7 @@ from django_leasejobs.models.observability import BUCKET_FIELDS, BUCKETS
 from django_leasejobs.retention import prune_stats
 from django_leasejobs.stats import aggregate
 from tests.processes import django_command, run_together, with_wall_clock_off
-from tests.utils import user_with
+from tests.utils import on_a_server_only, user_with
 
 
 def _counts(job: str) -> dict[str, int]:
@@ -282,16 +282,12 @@ def _passes_last_hour(client: Client) -> int:
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("concurrency", [1, 4])
 @pytest.mark.parametrize(("offset", "seconds"), [("-20m", -1200), ("+10m", 600)])
+@on_a_server_only
 def test_o1_r4_a_worker_whose_wall_clock_is_off_shows_in_every_window(
     offset, seconds, concurrency, client
 ):
     """A cron one-shot on a machine whose clock is 20 minutes behind (or 10 ahead): its
     passes show in the view's last 15 minutes and in the overview's last hour."""
-    if connection.vendor == "sqlite":
-        pytest.skip(
-            "SQLite's clock is each process's own: libfaketime fakes the worker's database "
-            "clock with its wall clock, so there is no offset to measure"
-        )
     out = _finished(with_wall_clock_off(offset, "shell", "-c", "import time; print(time.time())"))
     assert abs(float(out.split()[-1]) - time.time() - seconds) < 60, "the clock is not off"
     for n in range(3):

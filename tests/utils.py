@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 _CONTROL = ("SAVEPOINT", "RELEASE SAVEPOINT", "ROLLBACK TO SAVEPOINT", "BEGIN", "COMMIT")
 
 
@@ -179,16 +181,34 @@ def store_text(row, column: str, text: str = "garbled") -> None:
     """Write *text* into *row*'s number *column*, as a restore or a hand edit can on SQLite.
 
     SQLite keeps what it cannot read as a number as text, whatever the
-    column's type; PostgreSQL and MariaDB refuse it, so there the test is skipped.
+    column's type; PostgreSQL and MariaDB refuse it, so a test that calls this
+    is marked :data:`on_sqlite_only`.
     """
-    import pytest
     from django.db import connection
 
-    if connection.vendor != "sqlite":
-        pytest.skip("only SQLite keeps text in a number's column")
+    assert connection.vendor == "sqlite", "mark the test on_sqlite_only"
     qn = connection.ops.quote_name
     table, name = qn(type(row)._meta.db_table), qn(column)
     with connection.cursor() as cursor:
         cursor.execute(f"UPDATE {table} SET {name} = %s WHERE id = %s", [text, row.pk])
         cursor.execute(f"SELECT typeof({name}) FROM {table} WHERE id = %s", [row.pk])
         assert cursor.fetchone() == ("text",)
+
+
+def _engine() -> str:
+    from django.conf import settings
+
+    return str(settings.DATABASES["default"]["ENGINE"]).rsplit(".", 1)[-1]
+
+
+#: Only SQLite keeps text in a number's column (a restore, a hand edit): the tests of
+#: such rows run in the SQLite environments, where the fault can happen.
+on_sqlite_only = pytest.mark.skipif(
+    _engine() != "sqlite3", reason="only SQLite keeps text in a number's column"
+)
+#: A worker's wall clock faked by libfaketime fakes SQLite's clock too (it is the worker
+#: process's own): the offset O1 measures exists only against a database server.
+on_a_server_only = pytest.mark.skipif(
+    _engine() == "sqlite3",
+    reason="SQLite's clock is each process's own: a faked wall clock fakes it too",
+)
