@@ -158,13 +158,13 @@ def lease_state(run: Run, now: datetime) -> LeaseState:
     limit again, and is let go unbegun when it is still reached (C2, C3).
     """
     if run.status != RunStatus.RUNNING:
-        return LeaseState.NONE
+        return LeaseState.FREE
     expiry = run.next_attempt_at
     expired = expiry is None or expiry <= now
     if run.lease_owner and run.lease_began_at is not None:
-        return LeaseState.EXPIRED if expired else LeaseState.HELD
+        return LeaseState.EXPIRED if expired else LeaseState.LEASED
     if run.throttled_by:
         return LeaseState.THROTTLED
     if run.lease_owner:
         return LeaseState.EXPIRED if expired else LeaseState.CLAIMED
-    return LeaseState.NONE
+    return LeaseState.FREE

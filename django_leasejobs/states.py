@@ -82,9 +82,9 @@ class Throttle(models.TextChoices):
 class LeaseState(models.TextChoices):
     """Where a running run's lease stands, by the database's clock (L1, A8, C5)."""
 
-    NONE = "none", _("No lease")  # waiting for its due time, or not running
+    FREE = "free", _("No lease")  # waiting for its due time, or not running
     CLAIMED = "claimed", _("Claimed, not begun")  # a claim before its BEGIN (L2, L4)
-    HELD = "held", _("Held: a pass in flight")  # begun, unexpired (L4, L7)
+    LEASED = "leased", _("Leased: a pass in flight")  # begun, unexpired (L4, L7)
     EXPIRED = "expired", _("Expired")  # its holder stopped renewing: due to be taken (L3)
     THROTTLED = "throttled", _("Waiting for its limit")  # refused by its job's limit (C2, C3)
 

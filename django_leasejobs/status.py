@@ -106,7 +106,7 @@ def run_entry(run: Run, now: datetime) -> dict[str, Any]:
     ask its limit again, so it names no holder (C5).
     """
     lease = lease_state(run, now)
-    leased = lease in (LeaseState.HELD, LeaseState.CLAIMED, LeaseState.EXPIRED)
+    leased = lease in (LeaseState.LEASED, LeaseState.CLAIMED, LeaseState.EXPIRED)
     return {
         "id": run.id,
         "job": run.job,

@@ -170,7 +170,7 @@ def test_the_lease_holder_is_shown_while_leased(frozen_clock):
     assert "web-3" not in line_of(output, released.id)
     runs = {entry["id"]: entry for entry in as_json()["runs"]}
     assert runs[leased.id]["lease_holder"] == "web-1:4242:1700000000:ns"
-    assert runs[leased.id]["lease"] == "held"
+    assert runs[leased.id]["lease"] == "leased"
     assert runs[leased.id]["lease_expired"] is False
     assert runs[expired.id]["lease"] == "expired"
     assert runs[expired.id]["lease_expired"] is True
@@ -188,7 +188,7 @@ def test_a8_a_claim_not_yet_begun_says_so(frozen_clock):
     assert as_json()["runs"][0]["lease"] == "claimed"
 
 
-@pytest.mark.parametrize(("db_offset", "expected"), [(-1, "held"), (+1, "expired")])
+@pytest.mark.parametrize(("db_offset", "expected"), [(-1, "leased"), (+1, "expired")])
 def test_a8_a_lease_is_judged_on_the_databases_clock_not_this_machines(
     frozen_clock, db_offset, expected
 ):
@@ -297,7 +297,7 @@ def test_json_parses_and_holds_the_same(scheduled):
             "cursor": '{"page": 7}',
             "started_at": "2026-03-01T11:55:00+00:00",
             "next_attempt_at": None,
-            "lease": "none",
+            "lease": "free",
             "lease_holder": None,
             "lease_expired": None,
             "throttled_by": None,

@@ -246,7 +246,7 @@ def lease_text(run: Run, now: datetime) -> str:
     if state == LeaseState.THROTTLED:
         which = Throttle(run.throttled_by).label.lower() if run.throttled_by in Throttle else "?"
         return _("none: waiting for its %(which)s limit") % {"which": which}
-    if state == LeaseState.NONE or run.next_attempt_at is None:
+    if state == LeaseState.FREE or run.next_attempt_at is None:
         return "—"
     holder, until = holder_text(run), moment(run.next_attempt_at, near=now)
     if state == LeaseState.EXPIRED:

@@ -110,7 +110,7 @@ def next_due(run: Run, now: datetime, *, paused: bool = False) -> NextDue:
 
 #: The reasons of a lease that holds the run, whatever its queue (its holder moves its due time).
 _LEASED = {
-    LeaseState.HELD: DueReason.LEASED,
+    LeaseState.LEASED: DueReason.LEASED,
     LeaseState.CLAIMED: DueReason.CLAIMED,
     LeaseState.EXPIRED: DueReason.LEASE_EXPIRED,
 }

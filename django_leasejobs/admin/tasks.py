@@ -176,7 +176,7 @@ def _in_flight(run: Run, view: TaskView) -> bool:
     held by the database's clock (L1, A8)."""
     if view.result is not None:
         return bool(view.result.status == compat.TaskResultStatus.RUNNING)
-    return lease_state(run, db_now(run)) == LeaseState.HELD
+    return lease_state(run, db_now(run)) == LeaseState.LEASED
 
 
 def _error_cells(attempt: TaskAttempt, error: Any, note: Any) -> tuple[Any, Any]:
