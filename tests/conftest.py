@@ -9,6 +9,19 @@ from django.test import override_settings
 from django_leasejobs.clock import FrozenClock, get_clock
 
 
+@pytest.fixture(autouse=True)
+def _processes_ended():
+    """Every process the test started (``tests/processes.py``) is ended by the test itself.
+
+    Whatever happened: a test that fails before its own ``finally`` -- or has
+    none -- leaves no ``rundueJobs --loop`` running after pytest exits.
+    """
+    from tests.processes import end_started
+
+    yield
+    end_started()
+
+
 @pytest.fixture
 def frozen_clock():
     """Swap in the documented clock seam (L1): time stands still until moved."""

@@ -84,19 +84,53 @@ def command_env(**extra: str) -> dict[str, str]:
     return env
 
 
+#: Every process a test started through this module, until the test's teardown ends it
+#: (``tests/conftest.py``'s autouse ``_processes_ended``): a test that fails half-way
+#: leaves no worker behind. Only the test's own thread starts them.
+started: list[subprocess.Popen] = []
+
+
+def spawned(process: subprocess.Popen) -> subprocess.Popen:
+    """Note *process* as one the running test started: its teardown ends it (:data:`started`)."""
+    started.append(process)
+    return process
+
+
 def django_command(
     *args: str, env: dict[str, str] | None = None, under: tuple[str, ...] = (), **popen
 ) -> subprocess.Popen:
     """Start ``python -m django <args>`` against the test database (*env*: more variables;
     *under*: a program to run it under, e.g. ``("faketime", "-f", "-20m")``)."""
-    return subprocess.Popen(
-        [*under, sys.executable, "-m", "django", *args],
-        env=command_env(**(env or {})),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        **popen,
+    return spawned(
+        subprocess.Popen(
+            [*under, sys.executable, "-m", "django", *args],
+            env=command_env(**(env or {})),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            **popen,
+        )
     )
+
+
+def end_started() -> list[subprocess.Popen]:
+    """End every process the test started that still runs, and reap them all; those it ended.
+
+    SIGTERM first (a worker lets its passes in flight finish and exits), SIGKILL
+    for one that has not stopped after 30 s.
+    """
+    running = [process for process in started if process.poll() is None]
+    for process in running:
+        process.terminate()
+    for process in running:
+        end(process)
+    for process in started:
+        process.wait()  # reaped: no zombie left
+        for pipe in (process.stdin, process.stdout, process.stderr):
+            if pipe is not None:
+                pipe.close()
+    started.clear()
+    return running
 
 
 def end(process: subprocess.Popen, timeout: float = 30) -> tuple[str | None, str | None]:
@@ -157,12 +191,14 @@ def take_over_while(
 def python(code: str) -> subprocess.Popen:
     """Start ``python -c <code>`` with Django set up on the test database."""
     prelude = "import django; django.setup()\n"
-    return subprocess.Popen(
-        [sys.executable, "-c", prelude + code],
-        env=command_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    return spawned(
+        subprocess.Popen(
+            [sys.executable, "-c", prelude + code],
+            env=command_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
     )
 
 
