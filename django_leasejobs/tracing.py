@@ -19,15 +19,25 @@ conventions say for work that is processed apart from where it was sent.
 
 Without the package nothing is imported beyond one failed import, once, and
 every function here returns at once.
+
+Tracing is an extra: it never costs a pass (F12). Whatever the site's
+tracer, span processor or propagator raises -- or a stored trace context
+that cannot be read -- is caught here: the pass runs as if OpenTelemetry
+were absent where it failed, and the failure is logged once per kind and
+process (:func:`_failed`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import logging
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from types import ModuleType
+from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any
+
+from .errors import describe
 
 if TYPE_CHECKING:
     from .leases import Lease
@@ -37,8 +47,67 @@ __all__ = ["SYSTEM", "carrier", "finished", "pass_span", "step_span", "taken_ove
 #: ``messaging.system``: no registered value fits a database-backed job queue.
 SYSTEM = "django_leasejobs"
 
+logger = logging.getLogger("django_leasejobs")
+
 _modules: tuple[ModuleType, ModuleType] | None = None
 _looked = False
+
+#: The kinds of tracing failure logged so far in this process (F12: once each), under
+#: :data:`_failed_lock`: passes on several threads (W5) may fail at once.
+_failed_kinds: set[str] = set()
+_failed_lock = threading.Lock()
+
+
+def _failed(kind: str, exc: BaseException) -> None:
+    """Log a failure of the site's tracing, once per *kind* and process (F12)."""
+    with _failed_lock:
+        first = kind not in _failed_kinds
+        _failed_kinds.add(kind)
+    if first:
+        logger.warning(
+            "Tracing failed (%s): %s; the pass goes on untraced there (logged once per process)",
+            kind,
+            describe(exc),
+        )
+
+
+class _Contained(AbstractContextManager[Any]):
+    """A span's context manager whose every failure is the tracer's, never the pass's (F12).
+
+    A span that cannot start gives ``None`` (the pass runs untraced); one that
+    cannot end lets the pass's own exception, if any, go on as it would have.
+    """
+
+    __slots__ = ("_inner", "_kind", "_open")
+
+    def __init__(self, kind: str, open_span: Callable[[], AbstractContextManager[Any]]) -> None:
+        self._kind = kind
+        self._open = open_span
+        self._inner: AbstractContextManager[Any] | None = None
+
+    def __enter__(self) -> Any:
+        try:
+            inner = self._open()
+            span = inner.__enter__()
+        except Exception as exc:
+            _failed(f"{self._kind} start", exc)
+            return None
+        self._inner = inner
+        return span
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self._inner is None:
+            return
+        try:
+            self._inner.__exit__(kind, error, traceback)
+        except Exception as exc:
+            if exc is not error:
+                _failed(f"{self._kind} end", exc)
 
 
 def _otel() -> tuple[ModuleType, ModuleType] | None:
@@ -66,11 +135,15 @@ def carrier() -> str | None:
     if found is None:
         return None
     trace, propagate = found
-    if not trace.get_current_span().get_span_context().is_valid:
+    try:
+        if not trace.get_current_span().get_span_context().is_valid:
+            return None
+        headers: dict[str, str] = {}
+        propagate.inject(headers)
+        return json.dumps(headers, sort_keys=True) if headers else None
+    except Exception as exc:  # the site's propagator: never a start()'s failure (F12)
+        _failed("trace context", exc)
         return None
-    headers: dict[str, str] = {}
-    propagate.inject(headers)
-    return json.dumps(headers, sort_keys=True) if headers else None
 
 
 def _links(trace: ModuleType, propagate: ModuleType, stored: str | None) -> list[Any]:
@@ -80,10 +153,13 @@ def _links(trace: ModuleType, propagate: ModuleType, stored: str | None) -> list
     try:
         headers = json.loads(stored)
         context = propagate.extract(headers if isinstance(headers, dict) else {})
+        span_context = trace.get_current_span(context).get_span_context()
+        return [trace.Link(span_context)] if span_context.is_valid else []
     except (ValueError, TypeError):
         return []  # a hand-edited row: the pass is traced all the same
-    span_context = trace.get_current_span(context).get_span_context()
-    return [trace.Link(span_context)] if span_context.is_valid else []
+    except Exception as exc:  # RecursionError from a row nested too deep, a propagator's bug
+        _failed("stored trace context", exc)
+        return []
 
 
 #: What a span is without OpenTelemetry: nothing, at no cost.
@@ -93,7 +169,9 @@ _NOTHING: AbstractContextManager[None] = nullcontext()
 def pass_span(lease: Lease) -> AbstractContextManager[Any]:
     """A span around one pass, linked to its run's starter; ``None`` without OpenTelemetry."""
     found = _otel()
-    return _NOTHING if found is None else _pass_span(*found, lease, "leasejobs.pass")
+    if found is None:
+        return _NOTHING
+    return _Contained("pass span", lambda: _pass_span(*found, lease, "leasejobs.pass"))
 
 
 def takeover_span(lease: Lease) -> AbstractContextManager[Any]:
@@ -104,7 +182,9 @@ def takeover_span(lease: Lease) -> AbstractContextManager[Any]:
     should show it, linked to the request that started the run.
     """
     found = _otel()
-    return _NOTHING if found is None else _pass_span(*found, lease, "leasejobs.takeover")
+    if found is None:
+        return _NOTHING
+    return _Contained("takeover span", lambda: _pass_span(*found, lease, "leasejobs.takeover"))
 
 
 @contextmanager
@@ -136,23 +216,29 @@ def finished(span: Any, outcome: str, error: BaseException | None) -> None:
     """Note the pass's outcome on its *span*, and the handler's exception if it raised."""
     if span is None:
         return
-    span.set_attribute("leasejobs.outcome", str(outcome))
-    if error is not None:
-        trace, _propagate = _otel() or (None, None)
-        span.record_exception(error)
-        if trace is not None:
-            span.set_status(trace.Status(trace.StatusCode.ERROR, type(error).__name__))
+    try:
+        span.set_attribute("leasejobs.outcome", str(outcome))
+        if error is not None:
+            trace, _propagate = _otel() or (None, None)
+            span.record_exception(error)
+            if trace is not None:
+                span.set_status(trace.Status(trace.StatusCode.ERROR, type(error).__name__))
+    except Exception as exc:
+        _failed("pass span", exc)
 
 
 def taken_over(span: Any, outcome: str, code: str, note: str) -> None:
     """Note a takeover's outcome on its *span*: held or failed, with why, as an error."""
     if span is None:
         return
-    span.set_attribute("leasejobs.outcome", str(outcome))
-    span.set_attribute("leasejobs.failure_code", str(code))
-    trace, _propagate = _otel() or (None, None)
-    if trace is not None:
-        span.set_status(trace.Status(trace.StatusCode.ERROR, note))
+    try:
+        span.set_attribute("leasejobs.outcome", str(outcome))
+        span.set_attribute("leasejobs.failure_code", str(code))
+        trace, _propagate = _otel() or (None, None)
+        if trace is not None:
+            span.set_status(trace.Status(trace.StatusCode.ERROR, note))
+    except Exception as exc:
+        _failed("takeover span", exc)
 
 
 def step_span(name: str) -> AbstractContextManager[Any]:
@@ -160,7 +246,11 @@ def step_span(name: str) -> AbstractContextManager[Any]:
     found = _otel()
     if found is None:
         return _NOTHING
-    tracer = found[0].get_tracer("django_leasejobs")
-    return tracer.start_as_current_span(  # type: ignore[no-any-return]
-        f"leasejobs.step {name}", attributes={"leasejobs.step": name}
-    )
+
+    def open_span() -> AbstractContextManager[Any]:
+        tracer = found[0].get_tracer("django_leasejobs")
+        return tracer.start_as_current_span(  # type: ignore[no-any-return]
+            f"leasejobs.step {name}", attributes={"leasejobs.step": name}
+        )
+
+    return _Contained("step span", open_span)

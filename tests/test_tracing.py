@@ -11,12 +11,13 @@ import sys
 
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
 from django_leasejobs import Retry, start, start_many, tracing
+from django_leasejobs.models import Run
 from tests.utils import fresh
 
 pytestmark = pytest.mark.django_db
@@ -32,10 +33,26 @@ class _Gated(SimpleSpanProcessor):
             super().on_end(span)
 
 
+class _Failing(SpanProcessor):
+    """A site's span processor with a bug (F12): raises where a test says, else nothing."""
+
+    raises_on: str | None = None
+
+    def on_start(self, span, parent_context=None):
+        if self.raises_on == "start":
+            raise RuntimeError("the site's span processor failed on start")
+
+    def on_end(self, span):
+        if self.raises_on == "end":
+            raise RuntimeError("the site's span processor failed on end")
+
+
 _EXPORTER = InMemorySpanExporter()
 _GATE = _Gated(_EXPORTER)
+_FAILING = _Failing()
 _PROVIDER = TracerProvider()
 _PROVIDER.add_span_processor(_GATE)
+_PROVIDER.add_span_processor(_FAILING)
 # The global provider can be set once per process: the tests share this one.
 trace.set_tracer_provider(_PROVIDER)
 SITE = trace.get_tracer("the.site")
@@ -209,3 +226,66 @@ def test_o2_o3_a_takeover_that_holds_or_fails_a_run_is_a_span_linked_like_a_pass
     assert "worker killed or cut off" in span.status.description
     (link,) = span.links
     assert link.context.span_id == request.get_span_context().span_id
+
+
+# -- F12: tracing never costs a pass ---------------------------------------------------------
+
+
+@pytest.fixture
+def failing_tracing(monkeypatch):
+    """The site's span processor raises where the test says; failures logged afresh."""
+    monkeypatch.setattr(tracing, "_failed_kinds", set())
+    yield _FAILING
+    _FAILING.raises_on = None
+
+
+@pytest.mark.parametrize("where", ["start", "end"])
+def test_f12_a_span_processor_that_raises_leaves_the_pass_to_run_and_settle(
+    define, drive, failing_tracing, caplog, where
+):
+    calls = []
+
+    def handler(p):
+        calls.append(p.attempt)
+        p.step("fetch", lambda: 1)
+        return p.done()
+
+    spec = define("t.f12.processor", handler, retry=Retry(max_attempts=1))
+    runs = [start(spec, instance=f"r{n}").run for n in range(2)]
+    failing_tracing.raises_on = where
+    report = drive(spec)
+    assert (report.completed, report.failed, report.errors) == (2, 0, [])
+    assert calls == [1, 1]
+    assert {fresh(run).status for run in runs} == {"done"}
+    logged = [r.getMessage() for r in caplog.records if "Tracing failed" in r.getMessage()]
+    # Once per kind and process, however many passes and steps met it.
+    assert sorted(line.split(")")[0] for line in logged) == [
+        f"Tracing failed (pass span {where}",
+        f"Tracing failed (step span {where}",
+    ]
+
+
+def test_f12_a_stored_trace_context_that_cannot_be_read_leaves_the_pass_traced_alone(
+    define, drive, spans, caplog
+):
+    spec = define("t.f12.context", lambda p: p.done(), retry=Retry(max_attempts=1))
+    run = start(spec).run
+    Run.objects.filter(pk=run.pk).update(trace_context="[" * 100_000 + "]" * 100_000)
+    assert drive(spec).completed == 1
+    (pass_span,) = _named(spans, "leasejobs.pass ")
+    assert pass_span.links == ()
+    assert any("stored trace context" in r.getMessage() for r in caplog.records)
+
+
+def test_f12_a_propagator_that_raises_leaves_start_to_write_the_run(monkeypatch, caplog):
+    from opentelemetry import propagate
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the site's propagator failed")
+
+    monkeypatch.setattr(tracing, "_failed_kinds", set())
+    monkeypatch.setattr(propagate, "inject", broken)
+    with SITE.start_as_current_span("POST /imports"):
+        run = start("tests.noop", instance="propagated").run
+    assert fresh(run).trace_context is None
+    assert any("trace context" in r.getMessage() for r in caplog.records)
