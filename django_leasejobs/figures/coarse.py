@@ -37,8 +37,8 @@ from django.db.models.lookups import GreaterThanOrEqual, LessThanOrEqual
 
 from django_leasejobs.models import PassStat, PassStatHalfHour
 from django_leasejobs.models.observability import BUCKET_FIELDS, PassFigures
-from django_leasejobs.store.stats import HALF_HOUR, half_hour_of
 from django_leasejobs.states import PassOutcome
+from django_leasejobs.store.stats import HALF_HOUR, half_hour_of
 
 from .window import Window, add, are_figures
 

@@ -6,11 +6,13 @@ summed per half-hour by one INSERT ... SELECT (django_leasejobs.store.rollup).
 Reversed, the half-hour table is dropped and nothing else: the minutes stay.
 """
 
+from typing import Any
+
 import django_leasejobs.fields
 from django.db import migrations, models
 
 
-def fill(apps, schema_editor):
+def fill(apps: Any, schema_editor: Any) -> None:
     from django_leasejobs.store.rollup import roll_up
 
     minutes = apps.get_model("leasejobs", "PassStat")

@@ -42,7 +42,9 @@ class HalfHourOf(Func):
 
     arity = 1
 
-    def as_sql(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+    def as_sql(  # only the backends below place a datetime in its half-hour
+        self, compiler: Any, connection: Any, *args: Any, **extra: Any
+    ) -> Any:
         raise NotSupportedError(f"no half-hour expression on {connection.vendor}")
 
     def as_postgresql(self, compiler: Any, connection: Any, **extra: Any) -> Any:
@@ -73,7 +75,7 @@ def roll_up(minutes: Any, half_hours: Any, using: str) -> int:
     historical ones); *half_hours*' table is expected empty: the sums are
     inserted, not added. One transaction.
     """
-    from django_leasejobs.figures.coarse import readable  # noqa: PLC0415 - figures import models
+    from django_leasejobs.figures.coarse import readable  # here: figures import the store
 
     grouped = (
         minutes.objects.using(using)
@@ -105,7 +107,7 @@ def roll_up(minutes: Any, half_hours: Any, using: str) -> int:
 
 def _roll_up_here(minutes: Any, half_hours: Any, using: str) -> int:
     """:func:`roll_up` for a backend without :class:`HalfHourOf`: summed here, per minute read."""
-    from django_leasejobs.figures.coarse import readable  # noqa: PLC0415 - figures import models
+    from django_leasejobs.figures.coarse import readable  # here: figures import the store
 
     sums: dict[tuple[Any, ...], dict[str, Any]] = {}
     rows = minutes.objects.using(using).filter(readable()).order_by()

@@ -78,7 +78,7 @@ def _half_hours(rows: list[Row]) -> list[Row]:
 
     New tallies: the minutes' own are written as they are.
     """
-    from django_leasejobs.stats import Tally  # noqa: PLC0415 - stats imports this module
+    from django_leasejobs.stats import Tally  # here: stats imports this module
 
     halves: dict[tuple[datetime, str, str, str], Tally] = {}
     for minute, job, queue, outcome, tally in rows:
@@ -101,7 +101,7 @@ def _add(cursor: Any, model: type[PassFigures], moment: str, rows: list[Row]) ->
         cursor.execute(sql, params)
 
 
-def _upsert(  # noqa: PLR0917 - the statement's parts
+def _upsert(
     vendor: str, qn: Callable[[str], str], model: type[PassFigures], moment: str, count: int
 ) -> str:
     """The statement for *count* rows of *model*, on *vendor*'s terms (*qn* quotes a name)."""
