@@ -20,6 +20,7 @@ from django_leasejobs.figures import coarse_window, window
 from django_leasejobs.models import PassStat, PassStatHalfHour
 from django_leasejobs.states import PassOutcome
 from django_leasejobs.stats import aggregate
+from django_leasejobs.store.rollup import HalfHourOf, roll_up
 from tests.utils import (
     flushed_stat,
     half_hour_row,
@@ -160,3 +161,19 @@ def test_o1_a_flush_adds_each_minute_to_its_half_hour(frozen_clock, worker_clock
     ]
     assert halves[1].buckets == [0, 0, 0, 0, 0, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0]
     assert PassStat.objects.filter(job="t.r.edge").count() == 3
+
+
+@pytest.mark.parametrize("in_sql", [True, False], ids=["insert-select", "summed-here"])
+def test_o1_the_minutes_rolled_up_equal_the_half_hours_the_flush_wrote(
+    frozen_clock, worker_clock, monkeypatch, in_sql
+):
+    """Migration 0010's roll-up of the minutes (one INSERT ... SELECT, or summed here on a
+    backend without a half-hour expression) gives the rows the flush adds to as it goes."""
+    _flush_a_week(frozen_clock, worker_clock, frozen_clock.now())
+    columns = ["half_hour", "job", "queue", "outcome", *stat_columns()]
+    flushed = sorted(PassStatHalfHour.objects.values_list(*columns))
+    PassStatHalfHour.objects.all().delete()
+    if not in_sql:
+        monkeypatch.setattr(HalfHourOf, f"as_{connection.vendor}", HalfHourOf.as_sql)
+    assert roll_up(PassStat, PassStatHalfHour, "default") == len(flushed) > 100
+    assert sorted(PassStatHalfHour.objects.values_list(*columns)) == flushed
