@@ -29,6 +29,7 @@ from .rejudging import rejudge_limits
 from .report import DriveReport, Note
 from .routing import queue_problem
 from .store.sql import Select
+from .store.unanswered import give_back_unanswered
 
 __all__ = ["DriveReport", "Note", "finish", "run_due_jobs"]
 
@@ -239,6 +240,8 @@ def run_due_jobs(
         finally:
             own.close()
     chores.run(report)
+    # F3: what this drive abandoned on a lost connection, given back if the database answers.
+    give_back_unanswered()
     logger.debug("Drive finished %s", report.summary())
     return report
 
@@ -270,6 +273,7 @@ def concurrency_of(concurrency: int | None) -> int:
 
 
 def _before_snapshot(specs: list[Job], queues: tuple[str, ...] | None, report: DriveReport) -> None:
-    """What may make runs due now, done before the snapshot reads them (C5, L9)."""
+    """What may make runs due now, done before the snapshot reads them (C5, L9, F3)."""
+    give_back_unanswered()
     rejudge_limits(specs, report)
     _release_dead_holders(specs, queues, conf.SCAN_MAX, report)
