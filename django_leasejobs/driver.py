@@ -20,6 +20,7 @@ from .clock import get_clock
 from .conf import conf
 from .dispatch import DueKey, Walk, walk
 from .dispatcher import Dispatcher
+from .errors import drop_lost_connections
 from .holder import current_holder, is_gone
 from .housekeeping import chores
 from .models import Run
@@ -239,9 +240,11 @@ def run_due_jobs(
             own.drive(state, wait=True)
         finally:
             own.close()
-    chores.run(report)
-    # F3: what this drive abandoned on a lost connection, given back if the database answers.
+    # F4: a connection the database ended during the walk is opened anew for what follows;
+    # F3: what the walk abandoned on it is given back, if the database answers.
+    drop_lost_connections()
     give_back_unanswered()
+    chores.run(report)
     logger.debug("Drive finished %s", report.summary())
     return report
 

@@ -127,6 +127,9 @@ if _listen == "elsewhere":
 elif _listen == "off":
     LEASEJOBS = {"NOTIFY": False}
 
-# The whole suite once more with a start's and a pass's statements prepared (§13).
+# The whole suite once more with a start's and a pass's statements prepared (§13);
+# "off" for a worker whose statements a fault proxy must see whole (F3: psycopg sends a
+# statement to prepare in a round trip of its own, then only its name and values).
 if os.environ.get("LEASEJOBS_TEST_PREPARE"):
-    LEASEJOBS = {**globals().get("LEASEJOBS", {}), "PREPARE": True}
+    _prepare = os.environ["LEASEJOBS_TEST_PREPARE"] != "off"
+    LEASEJOBS = {**globals().get("LEASEJOBS", {}), "PREPARE": _prepare}
