@@ -33,6 +33,7 @@ from django_leasejobs import RunStatus, run_due_jobs, start, store
 from django_leasejobs.holder import current_holder
 from django_leasejobs.ids import new_owner
 from django_leasejobs.models import Run
+from django_leasejobs.pacing import pace
 from django_leasejobs.store import unanswered
 from django_leasejobs.store.unanswered import give_back_unanswered, note, noted
 from tests.faults.audit import invocations, settled
@@ -159,6 +160,25 @@ def test_f3_a_claim_whose_reply_was_lost_is_given_back_uncharged(tmp_path):
     assert _invoked(tmp_path, run_id) == 0
     assert run_due_jobs(jobs=[WALK]).completed == 1
     assert _invoked(tmp_path, run_id) == 1
+
+
+@pytest.mark.parametrize("field", [CLAIM, BEGIN])
+def test_f3_claims_made_ahead_are_given_back_when_a_reply_was_lost(tmp_path, monkeypatch, field):
+    """F3 + §13: the job's passes are known short, so the drive claims five runs in one
+    statement. That statement's reply lost -- or the first BEGIN's -- the drive stops,
+    and every claim it held is given back uncharged before it returns, not left to
+    wait out its lease."""
+    monkeypatch.setattr(pace, "_seconds", {WALK: 0.001})
+    run_ids = [start(WALK, ONE_PASS, instance=f"ahead-{n}").run.pk for n in range(5)]
+    with reply_lost(field) as cut:
+        report = run_due_jobs(jobs=[WALK])
+    assert cut["cuts"] == 1
+    assert report.aborted
+    rows = Run.objects.filter(pk__in=run_ids)
+    assert set(rows.values_list("lease_owner", "lease_began_at", "attempts")) == {(None, None, 0)}
+    assert rows.filter(next_attempt_at__lte=Now()).count() == 5
+    assert invocations(tmp_path) == []
+    assert run_due_jobs(jobs=[WALK]).completed == 5
 
 
 def _crashed(run_id: str) -> None:
