@@ -211,6 +211,28 @@ def test_f3_l3_a_takeover_claim_whose_reply_was_lost_stays_a_takeover(tmp_path):
     assert _invoked(tmp_path, run_id) == 0
 
 
+def test_f3_l3_a_takeover_claim_lost_by_a_worker_that_died_still_holds_the_run(
+    tmp_path, monkeypatch
+):
+    """F3 + L3, the safe side: a takeover claim's reply lost, and its worker dies before it
+    can give it back (here: it never tries). Its lease expires; the next claim is a fresh
+    one, yet the takeover it follows is judged: the job not safe to repeat, the run is
+    held, charged once, and its handler never called."""
+    monkeypatch.setattr("django_leasejobs.driver.give_back_unanswered", lambda: 0)
+    run_id = start(UNSAFE, ONE_PASS).run.pk
+    _crashed(run_id)
+    with reply_lost(CLAIM) as cut:
+        run_due_jobs(jobs=[UNSAFE])
+    assert cut["cuts"] == 1
+    assert _row(run_id).attempts == 1  # the takeover's charge; its claim holds the run
+    Run.objects.filter(pk=run_id).update(next_attempt_at=Now() - timedelta(seconds=1))
+    report = run_due_jobs(jobs=[UNSAFE])
+    assert report.held == 1
+    row = _row(run_id)
+    assert (row.status, row.failure_code, row.attempts) == (RunStatus.HELD, "interrupted", 1)
+    assert _invoked(tmp_path, run_id) == 0
+
+
 def test_f3_the_give_back_is_fenced_on_its_own_owner_token(tmp_path):
     """F3 + L6: by the time the database answers again, the lease expired and another
     worker took the run over: giving back the lost claim changes nothing of theirs."""
