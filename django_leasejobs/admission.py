@@ -82,12 +82,14 @@ def admit(claimed: Claimed, spec: Job, *, took_over: bool) -> Lease | Outcome:
 def _takeover_unjudged(run: Run) -> bool:
     """Whether a takeover charged *run* and no pass has been judged since (F3, L3).
 
-    A takeover claim charges the interrupted pass and clears the begun lease;
-    the pass that made it then holds the run or fails it, or runs it, which
-    clears the failure. When that claim's reply was lost and its worker died
-    before giving it back, the run is due again as an unbegun claim, and the
-    next claim would run a handler L3 says must be held: the failure the
-    takeover wrote says it was one.
+    A takeover claim charges the interrupted pass, writes ``lease_expired``
+    and clears the begun lease; the pass that made it then holds the run,
+    fails it, or runs it. When that claim's reply was lost and its worker
+    died before giving it back, the run falls due as an unbegun claim, and
+    the next claim -- a fresh one -- would run a handler L3 says must be
+    held, or one whose retry policy is spent: the failure the takeover wrote
+    says it was one. (A run that is retried after such a takeover also reads
+    so; judged again, it passes the same way: safe to repeat, attempts left.)
     """
     return run.failure_code == FailureCode.LEASE_EXPIRED and run.status == RunStatus.RUNNING
 
