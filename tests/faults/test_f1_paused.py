@@ -137,6 +137,7 @@ def test_f1_a_paused_pass_not_safe_to_repeat_is_held(tmp_path, concurrency):
         paused = stop_asleep(victim, runs, tmp_path)
         rescuer = fleet.start()
         assert audit.settled(runs, 60), audit.statuses(runs)
+        held = snapshot(runs)
         resume(victim)
         wait_for(
             lambda: all(one.end for one in audit.invocations(tmp_path) if one.pid == victim.pid),
@@ -152,6 +153,7 @@ def test_f1_a_paused_pass_not_safe_to_repeat_is_held(tmp_path, concurrency):
     finally:
         fleet.stop()
 
+    assert snapshot(runs) == held  # the resumed passes changed nothing: no row, no step (L6)
     assert audit.assert_no_run_lost(runs, allowed=("held",)) == {"held": len(runs)}
     codes = set(Run.objects.filter(pk__in=runs).values_list("failure_code", flat=True))
     assert codes == {"interrupted"}
@@ -159,6 +161,15 @@ def test_f1_a_paused_pass_not_safe_to_repeat_is_held(tmp_path, concurrency):
         one for one in audit.invocations(tmp_path) if one.pid == rescuer.pid
     ]  # never replayed
     assert_invariants(tmp_path, fleet, runs, paused)
+
+
+def snapshot(runs: list[str]) -> tuple[list[dict], list[tuple]]:
+    """The runs' rows and their steps' rows, every column."""
+    from django_leasejobs.models import Step
+
+    rows = list(Run.objects.filter(pk__in=runs).order_by("pk").values())
+    steps = list(Step.objects.filter(run_id__in=runs).order_by("run_id", "name").values_list())
+    return rows, steps
 
 
 def assert_invariants(
