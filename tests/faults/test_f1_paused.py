@@ -13,14 +13,13 @@ SQLite; ``--concurrency`` 1 and 4.
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 
 from django_leasejobs import start
 from django_leasejobs.models import Run
 from tests.faults import audit
-from tests.faults.fleet import Fleet, Worker, pause, resume
+from tests.faults.fleet import Fleet, Worker, pause, resume, when_asleep
 from tests.faults.jobs import BEATING, UNSAFE, WALK
 from tests.utils import wait_for
 
@@ -28,27 +27,12 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.faults]
 
 PASSES, STEPS, STEP_SECONDS = 2, 3, 0.5
 PAYLOAD = {"passes": PASSES, "steps": STEPS, "step_seconds": STEP_SECONDS}
-#: Stop the victim only while every pass has at least this much of its sleep left.
-ASLEEP_FOR_NS = int(0.35e9)
 
 
 def stop_asleep(worker: Worker, runs: list[str], log_dir) -> list[audit.Invocation]:
     """SIGSTOP *worker* at an instant when each of *runs* has a pass of it asleep in a step;
     the passes in flight then."""
-
-    def all_asleep() -> bool:
-        now = time.monotonic_ns()
-        return {
-            r for r, at in audit.asleep(log_dir, worker.pid).items() if now - at < ASLEEP_FOR_NS
-        } == set(runs)
-
-    wait_for(
-        all_asleep,
-        "the victim's passes asleep in their steps",
-        60,
-        every=0.01,
-        worker=worker.process,
-    )
+    when_asleep(worker, runs, log_dir)
     at = pause(worker)
     paused = audit.open_at(log_dir, worker.pid, at)
     assert sorted(one.run_id for one in paused) == sorted(runs), paused
