@@ -28,6 +28,10 @@ WALK = "tests.faults.walk"
 UNSAFE = "tests.faults.unsafe"
 #: The same passes, the lease renewed by a heartbeat thread as well (L10).
 BEATING = "tests.faults.beating"
+#: F5: a lease long enough for step boundaries 200 ms round trips apart ...
+STEADY = "tests.faults.steady"
+#: ... and one too short for them: its claims cannot leave the BEGIN margin (L4, L5).
+BRIEF = "tests.faults.brief"
 
 
 def _log(line: str) -> None:
@@ -65,3 +69,5 @@ def walk(p):
 job(WALK, lease=LEASE, retry=RETRY)(walk)
 job(UNSAFE, lease=LEASE, retry=RETRY, safe_to_repeat=False)(walk)
 job(BEATING, lease=LEASE, retry=RETRY, heartbeat=True)(walk)
+job(STEADY, lease=timedelta(seconds=8), retry=RETRY)(walk)
+job(BRIEF, lease=timedelta(milliseconds=200), retry=RETRY)(walk)
