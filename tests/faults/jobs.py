@@ -69,5 +69,5 @@ def walk(p):
 job(WALK, lease=LEASE, retry=RETRY)(walk)
 job(UNSAFE, lease=LEASE, retry=RETRY, safe_to_repeat=False)(walk)
 job(BEATING, lease=LEASE, retry=RETRY, heartbeat=True)(walk)
-job(STEADY, lease=timedelta(seconds=8), retry=RETRY)(walk)
+job(STEADY, lease=timedelta(seconds=3), retry=RETRY)(walk)
 job(BRIEF, lease=timedelta(milliseconds=200), retry=RETRY)(walk)
