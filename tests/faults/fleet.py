@@ -183,3 +183,23 @@ def kill_backends(pid: int | None = None, server_port: int | None = None) -> int
                 except Exception:  # gone meanwhile
                     continue
     return len(victims)
+
+
+#: How much of a step's sleep (tests/faults/jobs.py) must be left for a fault to land in it.
+ASLEEP_FOR_NS = int(0.35e9)
+
+
+def when_asleep(worker: Worker, runs: list[str], log_dir: Path, seconds: float = 60) -> None:
+    """Wait until *worker* has a pass of each of *runs* asleep in a step body, with most of
+    the sleep still ahead: no lock held, no statement on the wire -- the instant to strike."""
+    from tests.faults.audit import asleep
+    from tests.utils import wait_for
+
+    def all_asleep() -> bool:
+        now = time.monotonic_ns()
+        fresh = {r for r, at in asleep(log_dir, worker.pid).items() if now - at < ASLEEP_FOR_NS}
+        return fresh == set(runs)
+
+    wait_for(
+        all_asleep, "the passes asleep in their steps", seconds, every=0.01, worker=worker.process
+    )

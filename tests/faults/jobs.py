@@ -3,7 +3,8 @@ the database.
 
 Each job runs :func:`walk`: ``passes`` passes of ``steps`` steps; a step sleeps
 ``step_seconds`` and inserts an :class:`~tests.models.Effect` row; each pass
-counts its steps and itself. Every invocation appends ``start <run> <ns>`` and
+counts its steps and itself. Every invocation appends ``start <run> <ns> <attempt>``, a
+``step <run> <ns>`` as each step body starts to sleep, and
 ``end <run> <ns> <how>`` (``returned`` or the exception's class, e.g.
 ``LeaseLost``) to a file of its own process in ``LEASEJOBS_FAULTS_DIR``, on the
 machine's monotonic clock: a fault that cuts the database off cannot lose the
@@ -27,6 +28,10 @@ WALK = "tests.faults.walk"
 UNSAFE = "tests.faults.unsafe"
 #: The same passes, the lease renewed by a heartbeat thread as well (L10).
 BEATING = "tests.faults.beating"
+#: F5: a lease long enough for step boundaries 200 ms round trips apart ...
+STEADY = "tests.faults.steady"
+#: ... and one too short for them: its claims cannot leave the BEGIN margin (L4, L5).
+BRIEF = "tests.faults.brief"
 
 
 def _log(line: str) -> None:
@@ -39,13 +44,14 @@ def walk(p):
     """``passes`` passes of ``steps`` steps; each step sleeps, then writes its side effect."""
     from tests.models import Effect
 
-    _log(f"start {p.run.id} {time.monotonic_ns()}")
+    _log(f"start {p.run.id} {time.monotonic_ns()} {p.attempt}")
     how = "returned"
     try:
         position = p.cursor or 0
         for index in range(p.payload["steps"]):
 
             def work(name=f"{position}:{index}"):
+                _log(f"step {p.run.id} {time.monotonic_ns()}")  # asleep from here, no lock held
                 time.sleep(p.payload["step_seconds"])
                 Effect.objects.create(run_id=p.run.id, name=name, pid=os.getpid())
 
@@ -63,3 +69,5 @@ def walk(p):
 job(WALK, lease=LEASE, retry=RETRY)(walk)
 job(UNSAFE, lease=LEASE, retry=RETRY, safe_to_repeat=False)(walk)
 job(BEATING, lease=LEASE, retry=RETRY, heartbeat=True)(walk)
+job(STEADY, lease=timedelta(seconds=3), retry=RETRY)(walk)
+job(BRIEF, lease=timedelta(milliseconds=200), retry=RETRY)(walk)

@@ -304,19 +304,44 @@ class FaultProxy:
         self._links.discard(link)
 
     async def _pump(self, link: _Link, reader, writer, *, from_client: bool) -> None:
-        framing = _Framing(self.protocol, from_client)
+        """Carry one direction: a reader that stamps each chunk with when it may go on
+        (now + the delay, never before the chunk ahead of it: latency, not a queue of
+        sleeps), and a sender that holds it until then -- and through a blackhole."""
+        chunks: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
+        loop = asyncio.get_running_loop()
+        sender = asyncio.ensure_future(self._send(link, chunks, writer, from_client))
+        link.tasks.append(sender)
+        due = 0.0
         try:
             while data := await reader.read(65536):
-                await self._healed.wait()  # what was read before a blackhole goes on after it
+                wait = 0.0
                 if self._delay is not None:
                     seconds, jitter = self._delay
-                    await asyncio.sleep(
-                        max(0.0, random.uniform(seconds - jitter, seconds + jitter))
-                    )
+                    wait = max(0.0, random.uniform(seconds - jitter, seconds + jitter))
+                due = max(due, loop.time() + wait)
+                chunks.put_nowait((due, data))
+            chunks.put_nowait((due, b""))  # the peer closed: close the other side, in order
+            await sender
+        except (OSError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            if link in self._links:
+                self._cut(link)
+
+    async def _send(self, link: _Link, chunks, writer, from_client: bool) -> None:
+        framing = _Framing(self.protocol, from_client)
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                due, data = await chunks.get()
+                await asyncio.sleep(max(0.0, due - loop.time()))
+                await self._healed.wait()  # what was read before a blackhole goes on after it
+                if not data:
+                    break
                 for message in framing.feed(data):
                     if not await self._forward(link, framing, message, writer, from_client):
                         return
-        except (OSError, asyncio.IncompleteReadError):
+        except OSError:
             pass
         finally:
             if link in self._links:
