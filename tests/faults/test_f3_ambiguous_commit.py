@@ -19,6 +19,7 @@ reply has come back, before the worker reads it
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -310,3 +311,31 @@ def test_f3_a_worker_that_lives_on_gives_back_a_claim_or_begin_cut_after_its_rep
     assert sorted(one.run_id for one in invocations(tmp_path)) == sorted(run_ids)
     assert "given back uncharged" in worker.log()
     wait_for(lambda: worker.process.poll() is not None, "the worker to exit")
+
+
+@on_a_server
+@pytest.mark.faults
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_f3_a_commit_cut_after_its_reply_is_an_error_and_the_run_stays_done(tmp_path, concurrency):
+    """F3 + R3 with a real worker: the proxy cuts the connection once the server has
+    answered the worker's first commit. That pass is reported as an error, never as
+    completed; its run is as the commit left it -- done, no attempt charged -- and is
+    never run again: each handler was called once, and the worker's reports count one
+    completion fewer than there are runs."""
+    run_ids = [start(WALK, ONE_PASS, instance=f"f3c-{n}").run.pk for n in range(3)]
+    proxy, fleet = _through_proxy(tmp_path, WALK, COMMIT, concurrency)
+    try:
+        proxy.cut_after_reply(_set(COMMIT).encode())
+        worker = fleet.start(port=proxy.port, env={"LEASEJOBS_TEST_PREPARE": "off"})
+        assert settled(run_ids, 60), (Run.objects.filter(pk__in=run_ids).values(), worker.log())
+        assert proxy.cuts == 1, worker.log()
+    finally:
+        fleet.stop()
+        proxy.stop()
+    rows = Run.objects.filter(pk__in=run_ids)
+    assert set(rows.values_list("status", "attempts")) == {(RunStatus.DONE, 0)}
+    assert sorted(one.run_id for one in invocations(tmp_path)) == sorted(run_ids)
+    log = worker.log()
+    completed = sum(int(n) for n in re.findall(r"\bcompleted=(\d+)", log))
+    errors = sum(int(n) for n in re.findall(r"\berrors=(\d+)", log))
+    assert (completed, errors) == (len(run_ids) - 1, 1), log
