@@ -26,6 +26,7 @@ __all__ = [
     "READ_ERRORS",
     "connection_lost",
     "describe",
+    "drop_lost_connections",
     "is_conflict",
     "mask_urls",
     "one_line",
@@ -106,6 +107,30 @@ def connection_lost(using: str) -> bool:
         return not connection.is_usable()
     except Exception:  # whatever the driver raised, there is no connection
         return True
+
+
+def drop_lost_connections() -> None:
+    """Close this thread's connections an error left unusable: the next use opens anew (F4).
+
+    Django reopens a connection only once it is closed; one the database
+    ended (``pg_terminate_backend``, ``KILL``, a restart) would otherwise
+    fail every statement of this thread from then on. Only a connection that
+    has seen an error is asked whether it still works, so this costs nothing
+    while all is well -- unlike ``close_old_connections``, which also closes
+    a sound connection past ``CONN_MAX_AGE``.
+    """
+    for connection in connections.all(initialized_only=True):
+        if connection.connection is None or not connection.errors_occurred:
+            continue
+        if connection.in_atomic_block:
+            continue  # the transaction's owner decides; Django refuses a reconnect inside it
+        if connection.is_usable():
+            connection.errors_occurred = False  # as Django's own check does: asked once
+            continue
+        try:
+            connection.close()
+        except DatabaseError:
+            connection.connection = None  # gone already: nothing to close
 
 
 def unreadable_reason(exc: BaseException) -> str:

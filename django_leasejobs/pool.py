@@ -8,7 +8,9 @@ drives of a backlog -- each thread lets go of a connection past
 ``CONN_MAX_AGE`` or broken (``close_old_connections``) before its next pass,
 so even with Django's default ``CONN_MAX_AGE = 0`` a draining pool does not
 reconnect every few passes; when the pool closes, every thread closes its
-connections and ends.
+connections and ends. A connection the database ended while a call ran
+(``pg_terminate_backend``, ``KILL``) is closed when the call ends, so the
+thread's next pass opens a new one (F4) instead of failing on the old.
 
 The pool runs whatever callable it is given and hands back what it
 returned or raised, in the order the calls end; it knows nothing of runs.
@@ -23,6 +25,8 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from django.db import close_old_connections, connections
+
+from .errors import drop_lost_connections
 
 __all__ = ["Done", "Pool"]
 
@@ -133,6 +137,10 @@ class Pool:
                 except BaseException as exc:  # handed back, never lost with the thread
                     done = Done(task.tag, error=exc)
                     close_old_connections()  # a broken connection is reopened next time
+                else:
+                    # A database error the call handed back as a value (a pass's, D4):
+                    # a connection it left unusable is reopened on next use (F4).
+                    drop_lost_connections()
                 self._done.put(done)
         finally:
             connections.close_all()  # this thread's connections only

@@ -430,3 +430,8 @@ def monitored_beta(p):
 @job("tests.monitored.broken", retry=Retry(max_attempts=1))
 def monitored_broken(p):
     raise RuntimeError("broken on purpose: its first failed pass must alert (O2)")
+
+
+# The fault tests' jobs (§17) live beside their tests; registered here, where every
+# worker process finds the tests app's jobs.
+from tests.faults import jobs as _fault_jobs  # noqa: E402, F401
