@@ -430,3 +430,7 @@ def monitored_beta(p):
 @job("tests.monitored.broken", retry=Retry(max_attempts=1))
 def monitored_broken(p):
     raise RuntimeError("broken on purpose: its first failed pass must alert (O2)")
+
+
+# F6-F8 (revision 4): the fault tests' jobs, in tests/faults/work.py beside their tests.
+import tests.faults.work  # noqa: E402, F401
