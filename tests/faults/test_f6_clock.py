@@ -170,9 +170,7 @@ def test_f6_a_wall_clock_jump_changes_nothing_the_database_decides(tmp_path, jum
     after = [line for line in starts if line[-1] == str(jumping.pid) and line[1] in beats]
     assert len(after) == BEATS
     sign = 1 if jump.startswith("+") else -1
-    real_at_begin = {
-        run.pk: run.started_at.timestamp() for run in Run.objects.filter(pk__in=beats)
-    }
+    real_at_begin = {run.pk: run.started_at.timestamp() for run in Run.objects.filter(pk__in=beats)}
     for line in after:
         off = float(line[5]) - real_at_begin[line[1]]
         assert abs(off - sign * HOUR) < 60, f"the worker's clock is {off:.0f} s off, not {jump}"
