@@ -183,8 +183,11 @@ def why_unreadable(exc: BaseException, using: str) -> str:
 
     For *exc*, one of :data:`READ_ERRORS` raised while reading a row: a lost
     connection is no fault of the row and ends the drive, so *exc* is raised
-    again; anything else costs only that row (R9, §12).
+    again; so is a full database (F8), which refused the write the read came
+    with (a claim's ``RETURNING``): the drive reports it in one line and the
+    run is claimed again once space returns. Anything else costs only that
+    row (R9, §12).
     """
-    if isinstance(exc, DatabaseError) and connection_lost(using):
-        raise exc
+    if isinstance(exc, DatabaseError) and (is_full(exc) or connection_lost(using)):
+        raise exc  # F8: a write the full database refused is no fault of the row either
     return unreadable_reason(exc)

@@ -15,6 +15,8 @@ import os
 import time
 from datetime import timedelta
 
+from django.db.backends.signals import connection_created
+
 from django_leasejobs import Retry, job
 
 #: Lease, retry and timeout of the fault jobs: a pass is a fraction of a second, its
@@ -80,3 +82,16 @@ def cron(p):
 job("tests.faults.walk", lease=LEASE, retry=RETRY, timeout=TIMEOUT)(walk)
 job("tests.faults.beating", lease=LEASE, retry=RETRY, timeout=TIMEOUT, heartbeat=True)(beating)
 job("tests.faults.cron", schedule="* * * * *", timezone="UTC", missed="catch_up_once")(cron)
+
+
+def _max_pages(sender, connection, **kwargs) -> None:
+    """F8: every SQLite connection of a worker the test started with
+    ``LEASEJOBS_FAULTS_MAX_PAGES`` stops growing the database there (``max_page_count``
+    is a connection's own setting, so each of the worker's connections gets it)."""
+    pages = os.environ.get("LEASEJOBS_FAULTS_MAX_PAGES")
+    if pages and connection.vendor == "sqlite":
+        with connection.cursor() as cursor:
+            cursor.execute(f"PRAGMA max_page_count = {int(pages)}")
+
+
+connection_created.connect(_max_pages)
