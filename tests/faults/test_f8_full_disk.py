@@ -45,8 +45,8 @@ REFUSED = "database is full"
 
 #: ``max_page_count`` is SQLite's; a server's disk is filled another way (below).
 on_sqlite = pytest.mark.skipif(_engine() != "sqlite3", reason="max_page_count is SQLite's")
-on_postgresql = pytest.mark.skipif(
-    _engine() != "postgresql", reason="a tablespace on a tmpfs of its own is PostgreSQL's"
+on_a_server = pytest.mark.skipif(
+    _engine() == "sqlite3", reason="a server's disk is a tmpfs of the test's; SQLite's a limit"
 )
 
 
@@ -74,6 +74,27 @@ def fill_with_runs() -> int:
         except DatabaseFull:
             return n
     raise AssertionError("the database never filled up")
+
+
+def fill_steps() -> int:
+    """Record steps of a run no worker drives until the database refuses one: the room
+    the step ledger's file still had is gone too (InnoDB grows a table's file by whole
+    extents ahead of its rows). How many it took."""
+    from django.db import DatabaseError
+
+    from django_leasejobs.models import Step
+
+    holder = Run.objects.filter(job="tests.noop").first()  # one of fill_with_runs'
+    assert holder is not None
+    for n in range(100_000):
+        try:
+            Step.objects.create(
+                run=holder, name=f"fill-{n}", result="null", last_error="x" * 2000,
+                recorded_at=holder.started_at,
+            )  # fmt: skip
+        except DatabaseError:
+            return n
+    raise AssertionError("the step ledger never filled up")
 
 
 def refused_starts() -> None:
@@ -165,42 +186,87 @@ def test_f8_sqlite_at_its_max_page_count(tmp_path, concurrency):
             cursor.execute("PRAGMA max_page_count = 1073741823")
 
 
+#: The user each database server runs as: the owner of the small disk it must write to.
+SERVER_USER = {"postgresql": "postgres", "mysql": "mysql"}
+
+
 @contextlib.contextmanager
-def runs_on_a_small_disk():
-    """The runs table and its indexes on a tablespace of their own, on a 4 MB tmpfs
-    mounted for the test (root, and the PostgreSQL server on this machine, as
-    ``.ci/run`` has it); yields the mount. Put back and unmounted whatever happens."""
-    assert os.geteuid() == 0, "F8 on PostgreSQL mounts a tmpfs: run it as root (.ci/run does)"
+def small_disk():
+    """A 4 MB tmpfs mounted for the test, owned by the database server's user (root, and
+    the server on this machine, as ``.ci/run`` has it). Unmounted whatever happens."""
+    assert os.geteuid() == 0, "F8 on a server mounts a tmpfs: run it as root (.ci/run does)"
     import pwd
 
-    postgres = pwd.getpwnam("postgres")
+    user = pwd.getpwnam(SERVER_USER[connection.vendor])
     mount = Path(tempfile.mkdtemp(prefix="leasejobs-f8-"))
-    options = f"size=4M,uid={postgres.pw_uid},gid={postgres.pw_gid},mode=0700"
+    options = f"size=4M,uid={user.pw_uid},gid={user.pw_gid},mode=0700"
     subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(mount)], check=True)
-    space = f"leasejobs_f8_{os.getpid()}"
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'leasejobs_run'")
-        indexes = [name for (name,) in cursor.fetchall()]
-    moved: list[str] = []
     try:
-        with connection.cursor() as cursor:
-            cursor.execute(f"CREATE TABLESPACE {space} LOCATION '{mount}'")
-            cursor.execute(f"ALTER TABLE leasejobs_run SET TABLESPACE {space}")
-            moved.append("TABLE leasejobs_run")
-            for name in indexes:
-                cursor.execute(f'ALTER INDEX "{name}" SET TABLESPACE {space}')
-                moved.append(f'INDEX "{name}"')
         yield mount
     finally:
-        for path in mount.iterdir() if mount.exists() else []:
-            if path.name.startswith("filler"):
-                path.unlink()
-        with connection.cursor() as cursor:
-            for what in moved:
-                cursor.execute(f"ALTER {what} SET TABLESPACE pg_default")
-            cursor.execute(f"DROP TABLESPACE IF EXISTS {space}")
+        for path in mount.glob("filler*"):
+            path.unlink()
         subprocess.run(["umount", str(mount)], check=True)
         mount.rmdir()
+
+
+#: What a pass writes: the runs (claims, renewals, outcomes) and the step ledger (R5).
+TABLES = ("leasejobs_run", "leasejobs_step")
+
+
+@contextlib.contextmanager
+def runs_tables_on(mount: Path):
+    """The runs and steps tables (with their indexes) stored on *mount*; put back
+    whatever happens.
+
+    PostgreSQL: a tablespace there, each table and index moved to it.
+    MariaDB: InnoDB places a table's file only when the table is created
+    (``ALTER TABLE ... DATA DIRECTORY`` is ignored), so each empty table is
+    created again, the same but for ``DATA DIRECTORY``, with the foreign keys
+    that name it left in place (``FOREIGN_KEY_CHECKS = 0`` for the swap).
+    """
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            space = f"leasejobs_f8_{os.getpid()}"
+            moved = [f"TABLE {table}" for table in TABLES]
+            indexes = "SELECT indexname FROM pg_indexes WHERE tablename = ANY(%s)"
+            cursor.execute(indexes, [list(TABLES)])
+            moved += [f'INDEX "{name}"' for (name,) in cursor.fetchall()]
+            cursor.execute(f"CREATE TABLESPACE {space} LOCATION '{mount}'")
+            done = []
+            try:
+                for what in moved:
+                    cursor.execute(f"ALTER {what} SET TABLESPACE {space}")
+                    done.append(what)
+                yield
+            finally:
+                for path in mount.glob("filler*"):
+                    path.unlink()  # room for the tables to move back
+                for what in done:
+                    cursor.execute(f"ALTER {what} SET TABLESPACE pg_default")
+                cursor.execute(f"DROP TABLESPACE {space}")
+        else:
+            assert connection.vendor == "mysql", connection.vendor
+            assert not Run.objects.exists(), "the tables are created again: start empty"
+            definitions = {}
+            for table in TABLES:
+                cursor.execute(f"SHOW CREATE TABLE {table}")
+                definitions[table] = cursor.fetchone()[1]
+
+            def create(where: str) -> None:
+                cursor.execute("SET FOREIGN_KEY_CHECKS = 0")
+                try:
+                    for table, definition in definitions.items():
+                        cursor.execute(f"DROP TABLE {table}")
+                        cursor.execute(definition + where)
+                finally:
+                    cursor.execute("SET FOREIGN_KEY_CHECKS = 1")
+
+            create(f" DATA DIRECTORY = '{mount}'")
+            try:
+                yield
+            finally:
+                create("")  # the rows go with them; the flush after the test empties the rest
 
 
 def fill(mount: Path) -> Path:
@@ -214,14 +280,16 @@ def fill(mount: Path) -> Path:
 
 
 @pytest.mark.parametrize("concurrency", [1, 4])
-@on_postgresql
-def test_f8_postgresql_tablespace_out_of_space(tmp_path, concurrency):
+@on_a_server
+def test_f8_a_server_whose_disk_is_full(tmp_path, concurrency):
+    """PostgreSQL: "could not extend file" (53100); MariaDB: "The table is full" (1114)."""
     (tmp_path / "log").mkdir()
     walk = {"passes": PASSES, "steps": STEPS, "step_seconds": STEP_SECONDS}
-    runs = [start(WALK, walk, instance=f"run-{n}").run.pk for n in range(RUNS)]
-    with runs_on_a_small_disk() as mount:
+    with small_disk() as mount, runs_tables_on(mount):
+        runs = [start(WALK, walk, instance=f"run-{n}").run.pk for n in range(RUNS)]
         filler = fill(mount)
         refused_starts()
+        fill_steps()
         process = worker(tmp_path, concurrency)
         output = drained_after(tmp_path, process, runs, filler.unlink)
-    audit(runs, output)
+        audit(runs, output)
