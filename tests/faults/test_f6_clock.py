@@ -39,7 +39,7 @@ from tests.utils import on_a_server_only, tool, wait_for
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True), on_a_server_only]
 
-WALK, BEATING, CRON = "tests.faults.walk", "tests.faults.beating", "tests.faults.cron"
+WALK, BEATING, CRON = "tests.f678.walk", "tests.f678.beating", "tests.f678.cron"
 RUNS, PASSES, STEPS, STEP_SECONDS = 12, 3, 3, 0.05
 BEATS, BEAT_SECONDS = 2, 4.0  # longer than the 3 s lease: only the heartbeat keeps it (L10)
 HOUR = 3600

@@ -35,7 +35,7 @@ from tests.utils import wait_for
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
 
-WALK = "tests.faults.walk"
+WALK = "tests.f678.walk"
 RUNS, PASSES, STEPS, STEP_SECONDS = 40, 2, 2, 0.01
 WORKERS = 2
 

@@ -39,7 +39,7 @@ from tests.utils import _engine, wait_for
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
 
-WALK = "tests.faults.walk"
+WALK = "tests.f678.walk"
 RUNS, PASSES, STEPS, STEP_SECONDS = 12, 2, 2, 0.01
 REFUSED = "database is full"
 

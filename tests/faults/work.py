@@ -1,5 +1,7 @@
 """The jobs the F6-F8 fault tests drive in real worker processes (imported by ``tests/jobs.py``).
 
+Named ``tests.f678.*``: ``tests/faults/jobs.py`` (F1-F5's) owns ``tests.faults.*``.
+
 Each handler writes one line per invocation to a file of its own process in
 ``LEASEJOBS_FAULTS_DIR`` -- outside the database, so a full disk (F8) cannot
 lose the evidence -- and stamps it with ``time.monotonic_ns()``: the machine's
@@ -79,9 +81,9 @@ def cron(p):
     return p.done()
 
 
-job("tests.faults.walk", lease=LEASE, retry=RETRY, timeout=TIMEOUT)(walk)
-job("tests.faults.beating", lease=LEASE, retry=RETRY, timeout=TIMEOUT, heartbeat=True)(beating)
-job("tests.faults.cron", schedule="* * * * *", timezone="UTC", missed="catch_up_once")(cron)
+job("tests.f678.walk", lease=LEASE, retry=RETRY, timeout=TIMEOUT)(walk)
+job("tests.f678.beating", lease=LEASE, retry=RETRY, timeout=TIMEOUT, heartbeat=True)(beating)
+job("tests.f678.cron", schedule="* * * * *", timezone="UTC", missed="catch_up_once")(cron)
 
 
 def _max_pages(sender, connection, **kwargs) -> None:
