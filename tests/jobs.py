@@ -6,6 +6,7 @@ from contextlib import contextmanager
 from datetime import timedelta
 
 from django_leasejobs import Limit, Rate, Retry, job
+from tests.faults import work as _f678_jobs  # noqa: F401  (F6-F8's jobs, tests.f678.*)
 
 
 @contextmanager
@@ -430,7 +431,3 @@ def monitored_beta(p):
 @job("tests.monitored.broken", retry=Retry(max_attempts=1))
 def monitored_broken(p):
     raise RuntimeError("broken on purpose: its first failed pass must alert (O2)")
-
-
-# F6-F8 (revision 4): the fault tests' jobs, in tests/faults/work.py beside their tests.
-import tests.faults.work  # noqa: E402, F401
