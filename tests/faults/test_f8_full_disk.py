@@ -37,7 +37,9 @@ from tests.models import Effect
 from tests.processes import command_env, end, spawned
 from tests.utils import _engine, wait_for
 
-pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
+#: The real-process tests are marked ``faults`` one by one: the words each backend uses
+#: (at the end) are checked in the default run.
+real_workers = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
 
 WALK = "tests.f678.walk"
 RUNS, PASSES, STEPS, STEP_SECONDS = 12, 2, 2, 0.01
@@ -148,6 +150,8 @@ def audit(runs: list[str], output: str) -> None:
 
 @pytest.mark.parametrize("concurrency", [1, 4])
 @on_sqlite
+@real_workers[0]
+@real_workers[1]
 def test_f8_sqlite_at_its_max_page_count(tmp_path, concurrency):
     (tmp_path / "log").mkdir()
     walk = {"passes": PASSES, "steps": STEPS, "step_seconds": STEP_SECONDS}
@@ -281,6 +285,8 @@ def fill(mount: Path) -> Path:
 
 @pytest.mark.parametrize("concurrency", [1, 4])
 @on_a_server
+@real_workers[0]
+@real_workers[1]
 def test_f8_a_server_whose_disk_is_full(tmp_path, concurrency):
     """PostgreSQL: "could not extend file" (53100); MariaDB: "The table is full" (1114)."""
     (tmp_path / "log").mkdir()
@@ -293,3 +299,69 @@ def test_f8_a_server_whose_disk_is_full(tmp_path, concurrency):
         process = worker(tmp_path, concurrency)
         output = drained_after(tmp_path, process, runs, filler.unlink)
         audit(runs, output)
+
+
+# -- what each backend says when it cannot grow (no process, no database) ---------------
+
+
+def _raised_by_django(driver_error: Exception) -> Exception:
+    """*driver_error* as Django raises it (``DatabaseErrorWrapper``): an
+    ``OperationalError`` with the driver's arguments, its ``__cause__`` the driver's."""
+    wrapped = OperationalError(*driver_error.args)
+    wrapped.__cause__ = driver_error
+    return wrapped
+
+
+def _backend_errors() -> dict[str, Exception]:
+    import sqlite3
+
+    import MySQLdb
+    import psycopg
+
+    disk_full = psycopg.errors.lookup("53100")(
+        'could not extend file "pg_tblspc/1/2/3": No space left on device'
+    )
+    return {
+        "sqlite": sqlite3.OperationalError("database or disk is full"),
+        "mariadb": MySQLdb.OperationalError(1114, "The table 'leasejobs_run' is full"),
+        "mariadb disk": MySQLdb.OperationalError(1021, "Disk full (/var/lib/mysql/x)"),
+        "postgresql": disk_full,
+    }
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "mariadb", "mariadb disk", "postgresql"])
+def test_f8_each_backend_s_full_database_is_recognised(backend):
+    """F8, §11: the driver's words become DatabaseFull at a start, and one line of the
+    drive's report, never the driver's text (PostgreSQL's names a file)."""
+    from django_leasejobs.errors import describe, is_full, refused_when_full
+
+    error = _raised_by_django(_backend_errors()[backend])
+    assert is_full(error)
+    assert describe(error) == f"OperationalError: {FULL_NOTE}"
+    with pytest.raises(DatabaseFull) as refused, refused_when_full("tests.noop"):
+        raise error
+    assert isinstance(refused.value, OperationalError)
+    assert refused.value.__cause__ is error
+    assert refused.value.job == "tests.noop"
+    assert "/" not in str(refused.value)
+
+
+def test_f8_other_errors_are_not_a_full_database():
+    """A deadlock, a lost connection or a refused value is not mistaken for a full disk."""
+    import sqlite3
+
+    import MySQLdb
+
+    from django_leasejobs.errors import is_full, refused_when_full
+
+    others = [
+        sqlite3.OperationalError("database is locked"),
+        MySQLdb.OperationalError(1213, "Deadlock found when trying to get lock"),
+        MySQLdb.OperationalError(2006, "MySQL server has gone away"),
+    ]
+    for other in others:
+        error = _raised_by_django(other)
+        assert not is_full(error)
+        with pytest.raises(OperationalError) as kept, refused_when_full("tests.noop"):
+            raise error
+        assert kept.value is error
