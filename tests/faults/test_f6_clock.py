@@ -19,7 +19,6 @@ jump of the machine's clock *is* a jump of that database's clock.
 
 from __future__ import annotations
 
-import glob
 import subprocess
 import sys
 from collections import Counter, defaultdict
@@ -32,10 +31,11 @@ from django.db.models import F
 from django_leasejobs import RunStatus, run_due_jobs, start
 from django_leasejobs.clock import DbNow, get_clock
 from django_leasejobs.models import Missed, Run, Schedule
+from tests.faults.clock import faked_clock_env
 from tests.faults.work import LEASE
 from tests.models import Effect
 from tests.processes import command_env, end, spawned
-from tests.utils import on_a_server_only, tool, wait_for
+from tests.utils import on_a_server_only, wait_for
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True), on_a_server_only]
 
@@ -43,32 +43,6 @@ WALK, BEATING, CRON = "tests.f678.walk", "tests.f678.beating", "tests.f678.cron"
 RUNS, PASSES, STEPS, STEP_SECONDS = 12, 3, 3, 0.05
 BEATS, BEAT_SECONDS = 2, 4.0  # longer than the 3 s lease: only the heartbeat keeps it (L10)
 HOUR = 3600
-
-#: libfaketime 0.9.10, with the monotonic clock left real, fails the
-#: ``clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME)`` behind Python's
-#: ``time.sleep`` with EINVAL; a timed wait on a lock (what ``Event.wait``
-#: does) works. So the jumping worker sleeps on an Event: the same monotonic
-#: wait, by another call. Nothing else of the process is changed.
-SLEEP_ON_AN_EVENT = '''"""F6's worker: time.sleep as a timed Event wait (libfaketime's EINVAL)."""
-import threading
-import time
-
-
-def _sleep(seconds):
-    if seconds > 0:
-        threading.Event().wait(seconds)
-
-
-time.sleep = _sleep
-'''
-
-
-def libfaketime() -> str:
-    """The path of libfaketime's preload library (Debian's ``libfaketime``, with ``faketime``)."""
-    tool("faketime")
-    found = sorted(glob.glob("/usr/lib/*/faketime/libfaketime.so.1"))
-    assert found, "libfaketime.so.1 not found: apt-get install libfaketime"
-    return found[0]
 
 
 def worker(folder: Path, name: str, jobs: list[str], concurrency: int, env: dict[str, str]):
@@ -112,23 +86,13 @@ def leases_never_end_late() -> int:
 @pytest.mark.parametrize("jump", ["+1h", "-1h"])
 def test_f6_a_wall_clock_jump_changes_nothing_the_database_decides(tmp_path, jump, concurrency):
     (tmp_path / "log").mkdir()
-    shim = tmp_path / "shim"
-    shim.mkdir()
-    (shim / "sitecustomize.py").write_text(SLEEP_ON_AN_EVENT)
     offset = tmp_path / "offset"
     offset.write_text("+0\n")
 
     walk = {"passes": PASSES, "steps": STEPS, "step_seconds": STEP_SECONDS}
     runs = [start(WALK, walk, instance=f"f6-{n}").run.pk for n in range(RUNS)]
     run_due_jobs(jobs=[CRON])  # S1: the schedule's row, no due time yet
-    faked = {
-        "LD_PRELOAD": libfaketime(),
-        "FAKETIME_TIMESTAMP_FILE": str(offset),
-        "FAKETIME_NO_CACHE": "1",
-        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
-        "NO_FAKE_STAT": "1",
-        "PYTHONPATH": str(shim),
-    }
+    faked = faked_clock_env(offset)
     jumping = worker(tmp_path, "jumping", [WALK, BEATING, CRON], concurrency, faked)
     honest = worker(tmp_path, "honest", [WALK], concurrency, {})
     steps_in_all = RUNS * PASSES * STEPS
