@@ -59,7 +59,7 @@ def test_the_proxy_cuts_after_the_reply_so_the_commit_applies_and_the_client_nev
         client = connect(proxy.port)
         cursor = client.cursor()
         cursor.execute("INSERT INTO fault_probe VALUES (1)")
-        proxy.cut_after_reply(b"COMMIT")
+        proxy.cut_after_reply(b"COMMIT\x00" if connection.vendor == "postgresql" else b"\x03COMMIT")
         with pytest.raises(Exception, match=r"closed|Lost connection|gone away") as lost:
             client.commit()
         assert proxy.cuts == 1, lost.value
