@@ -251,3 +251,8 @@ on_a_server_only = pytest.mark.skipif(
     _engine() == "sqlite3",
     reason="SQLite's clock is each process's own: a faked wall clock fakes it too",
 )
+#: A fault of the network between a worker and its database (F2, F5) needs a network:
+#: SQLite is a file in the worker's own process.
+over_a_network_only = pytest.mark.skipif(
+    _engine() == "sqlite3", reason="SQLite has no connection to cut off or slow down"
+)

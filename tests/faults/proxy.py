@@ -224,7 +224,12 @@ class FaultProxy:
 
     def cut_after_reply(self, match: bytes) -> None:
         """Cut the connection whose client next sends a statement containing *match*, once the
-        server's reply is complete and before the client receives it (:attr:`cuts` counts them)."""
+        server's reply is complete and before the client receives it (:attr:`cuts` counts them).
+
+        *match* is found anywhere in the message, in any case: ``b"COMMIT"`` alone also
+        matches MariaDB's ``SET autocommit=0``. For the COMMIT statement itself, include
+        the framing: ``b"COMMIT\\x00"`` (the end of a PostgreSQL Query) or ``b"\\x03COMMIT"``
+        (a MariaDB COM_QUERY)."""
         self._call(self._set(match=match))
 
     def heal(self) -> None:

@@ -24,9 +24,9 @@ from tests.faults import audit
 from tests.faults.fleet import Fleet, when_asleep
 from tests.faults.jobs import WALK
 from tests.faults.proxy import FaultProxy
-from tests.utils import on_a_server_only, wait_for
+from tests.utils import over_a_network_only, wait_for
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.faults, on_a_server_only]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.faults, over_a_network_only]
 
 PASSES, STEPS, STEP_SECONDS = 2, 3, 0.5
 PAYLOAD = {"passes": PASSES, "steps": STEPS, "step_seconds": STEP_SECONDS}

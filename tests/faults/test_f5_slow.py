@@ -25,9 +25,9 @@ from tests.faults import audit
 from tests.faults.fleet import Fleet
 from tests.faults.jobs import BRIEF, STEADY, WALK
 from tests.faults.proxy import FaultProxy
-from tests.utils import on_a_server_only, wait_for
+from tests.utils import over_a_network_only, wait_for
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.faults, on_a_server_only]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.faults, over_a_network_only]
 
 #: A steady pass lasts longer than its 3 s lease under the delay: it lives on its renewals (L7).
 PASSES, STEPS, STEP_SECONDS = 1, 8, 0.5
