@@ -133,6 +133,7 @@ def reply_lost(round_: Round, worker: Worker) -> None:
     deadline = time.monotonic() + 30
     while proxy.cuts == cuts and time.monotonic() < deadline:
         time.sleep(0.01)
+    assert proxy.cuts > cuts, "the worker sent no COMMIT in 30 s: no reply was lost"
     noted(worker)
     proxy.heal()
 
