@@ -94,16 +94,45 @@ def killed_between_steps(p):
     return p.done()
 
 
-@job("tests.sleepy", lease=timedelta(seconds=30))
-def sleepy(p):
-    """Record that the pass started, then take ``payload["seconds"]`` to finish it."""
+def _held(p, seconds):
+    """Take *seconds*, or less: until the gate the payload names opens (the test's event).
+
+    ``payload["until_file"]``: until that file exists (the test creates it once
+    it has done what it must do while the pass is in flight).
+    ``payload["until_done"]``: until no run of this job whose instance starts
+    with that prefix is still running (the runs a test says must not wait
+    behind this pass). A pass of a handler that sleeps a fixed time lasts
+    "long enough" only on an idle machine; one held by a gate lasts exactly as
+    long as the test needs, and *seconds* only bounds a hang.
+    """
     import os
     import time
+
+    from django_leasejobs.models import Run
+
+    payload = p.payload or {}
+    path, prefix = payload.get("until_file"), payload.get("until_done")
+    if path is None and prefix is None:
+        time.sleep(seconds)
+        return
+    waiting = Run.objects.filter(job=p.run.job, instance__startswith=prefix or "", status="running")
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if os.path.exists(path) if path is not None else not waiting.exists():
+            return
+        time.sleep(0.05)
+
+
+@job("tests.sleepy", lease=timedelta(seconds=30))
+def sleepy(p):
+    """Record that the pass started, then take ``payload["seconds"]`` to finish it (or
+    less: see :func:`_held`)."""
+    import os
 
     from tests.models import Effect
 
     Effect.objects.create(run_id=p.run.id, name="started", pid=os.getpid())
-    time.sleep(p.payload["seconds"])
+    _held(p, p.payload["seconds"])
     return p.done()
 
 
@@ -214,12 +243,10 @@ def _logged_sleep(p):
 
     The log row is written before the sleep and closed after it, in the
     pass's own autocommit statements, so a test reads how many passes of a
-    limited job overlapped (§14).
+    limited job overlapped (§14). A payload gate (:func:`_held`) may end the sleep early.
     """
-    import time
-
     with _interval_logged(p):
-        time.sleep((p.payload or {}).get("sleep", 0.05))
+        _held(p, (p.payload or {}).get("sleep", 0.05))
     return p.done()
 
 

@@ -226,6 +226,11 @@ class Lines:
         self.seen.append(line)
         return line
 
+    def skip(self) -> None:
+        """Drop the lines that came so far: a wait after this counts only later ones."""
+        while self.next(0) is not None:
+            pass
+
     def wait_for(
         self, condition: Callable[[str], bool], what: str, count: int = 1, seconds: float = 60
     ) -> list[str]:

@@ -23,8 +23,8 @@ from django.db.transaction import TransactionManagementError
 from django_leasejobs import RunStatus, run_due_jobs, start
 from django_leasejobs.models import Run
 from tests.models import Effect, PassLog
-from tests.processes import django_command
-from tests.utils import fresh, until
+from tests.processes import Lines, django_command
+from tests.utils import fresh, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.concurrency]
 
@@ -148,12 +148,15 @@ def by_run(logs, killed_ns: int | None = None) -> dict[str, list[tuple[int, int]
 # -- N passes at once -------------------------------------------------------------------------
 
 
-def test_w5_n_passes_of_n_runs_overlap_in_one_process():
+def test_w5_n_passes_of_n_runs_overlap_in_one_process(tmp_path):
+    gate = tmp_path / "all-four-began"  # each pass is held until the test opens it
     for n in range(4):
-        start(JOB, {"sleep": 1.5}, instance=f"o{n}")
+        start(JOB, {"sleep": 60, "until_file": str(gate)}, instance=f"o{n}")
     worker = django_command("rundueJobs", "--loop", "--concurrency", "4", "--job", JOB)
     try:
-        assert until(lambda: _live() == 0, 60)
+        wait_for(lambda: PassLog.objects.count() == 4, "four passes to begin", worker=worker)
+        gate.touch()
+        wait_for(lambda: _live() == 0, "the four runs", worker=worker)
     finally:
         _out, err = _stop(worker)
     assert worker.returncode == 0, err
@@ -164,11 +167,13 @@ def test_w5_n_passes_of_n_runs_overlap_in_one_process():
 
 
 def test_w5_a_slow_pass_does_not_hold_back_the_short_runs_behind_it():
-    slow = start(JOB, {"sleep": 5}, instance="a-slow").run
+    # Held until the quick runs are done, for 60 s at most (tests/jobs.py ``_held``): only
+    # quick runs held back behind it let it run its length, and end after it.
+    slow = start(JOB, {"sleep": 60, "until_done": "b"}, instance="a-slow").run
     quick = [start(JOB, {"sleep": 0}, instance=f"b{n:02}").run for n in range(20)]
     worker = django_command("rundueJobs", "--loop", "--concurrency", "4", "--job", JOB)
     try:
-        assert until(lambda: _live() == 0, 60)
+        wait_for(lambda: _live() == 0, "the 21 runs", 120, worker=worker)
     finally:
         _stop(worker)
     slow_pass = PassLog.objects.get(run_id=slow.pk)
@@ -177,12 +182,21 @@ def test_w5_a_slow_pass_does_not_hold_back_the_short_runs_behind_it():
     assert all(log.ended_ns < slow_pass.ended_ns for log in ended)
 
 
-def test_w5_sigterm_lets_the_passes_in_flight_finish_and_begins_none():
+def test_w5_sigterm_lets_the_passes_in_flight_finish_and_begins_none(tmp_path):
+    gate = tmp_path / "signal-heard"  # the passes in flight end only once it exists
     for n in range(8):
-        start(JOB, {"sleep": 2}, instance=f"t{n}")
-    worker = django_command("rundueJobs", "--loop", "--concurrency", "4", "--job", JOB)
-    assert until(lambda: PassLog.objects.count() == 4, 60)
-    out, err = _stop(worker)
+        start(JOB, {"sleep": 60, "until_file": str(gate)}, instance=f"t{n}")
+    worker = django_command(  # -v 2: the signal is logged as it is handled
+        "rundueJobs", "--loop", "--concurrency", "4", "--job", JOB, "-v", "2"
+    )
+    said = Lines(worker.stderr)
+    wait_for(lambda: PassLog.objects.count() == 4, "four passes to begin", worker=worker)
+    worker.send_signal(signal.SIGTERM)
+    said.wait_for(lambda line: "Worker stopping" in line, "the signal to be heard")
+    gate.touch()
+    worker.wait(WAIT)
+    out = worker.stdout.read()
+    err = "".join(said.seen)
     assert worker.returncode == 0, err
     logs = list(PassLog.objects.all())
     assert len(logs) == 4  # none began after the signal
