@@ -59,12 +59,11 @@ def counted_walk(p):
     that ran and was then superseded still shows up if it overlapped another.
     """
     import os
-    import time
 
     from tests.models import Effect
 
     def effect(name):
-        time.sleep(p.payload.get("sleep", 0))  # a step that takes a moment, like real work
+        _held(p, p.payload.get("sleep", 0))  # a step that takes a moment, like real work
         Effect.objects.create(run_id=p.run.id, name=name, pid=os.getpid())
 
     with _interval_logged(p):
@@ -221,13 +220,24 @@ def chaos_cron(p):
 
 
 def _marked_sleep(p):
-    """Note this pass's attempt in the payload's file, then sleep with no step boundary."""
+    """Note this pass's attempt in the payload's file, then sleep with no step boundary.
+
+    With ``payload["until_attempt"]``, the first attempt hangs only until that
+    attempt has noted itself (a takeover began), ``payload["sleep"]`` at most.
+    """
     import time
 
     with open(p.payload["marks"], "a") as marks:
         marks.write(f"{p.attempt}\n")
     if p.attempt == 1:
-        time.sleep(p.payload["sleep"])
+        until = p.payload.get("until_attempt")
+        deadline = time.monotonic() + p.payload["sleep"]
+        while until is not None and time.monotonic() < deadline:
+            with open(p.payload["marks"]) as marks:
+                if len(marks.read().split()) >= until:
+                    return p.done()
+            time.sleep(0.05)
+        time.sleep(max(0.0, deadline - time.monotonic()))
     return p.done()
 
 

@@ -20,7 +20,8 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.db import connection
@@ -263,6 +264,41 @@ def resting(process: subprocess.Popen) -> bool:
     except OSError:
         return False
     return all("futex" in wait for wait in waits)
+
+
+@contextmanager
+def frozen(process: subprocess.Popen, timeout: float = 60) -> Iterator[None]:
+    """*process* stopped (SIGSTOP) for the block, every thread of it; SIGCONT after.
+
+    What the test reads in the block is what the process would leave if it were
+    killed right there: no thread of it moves between the read and a SIGKILL.
+    (Reads do not wait on a stopped writer: SQLite runs in WAL mode here, and
+    PostgreSQL and MariaDB read a snapshot.)
+    """
+    import signal
+
+    process.send_signal(signal.SIGSTOP)
+    try:
+        deadline = time.monotonic() + timeout
+        while not _stopped(process):
+            assert process.poll() is None, "the process exited instead of stopping"
+            assert time.monotonic() < deadline, "the process did not stop"
+            time.sleep(0.005)
+        yield
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGCONT)
+
+
+def _stopped(process: subprocess.Popen) -> bool:
+    try:
+        states = []
+        for thread in os.listdir(f"/proc/{process.pid}/task"):
+            with open(f"/proc/{process.pid}/task/{thread}/stat") as stat:
+                states.append(stat.read().rsplit(")", 1)[1].split()[0])
+    except OSError:
+        return False
+    return all(state in "tT" for state in states)
 
 
 def python(code: str) -> subprocess.Popen:

@@ -100,7 +100,10 @@ def test_w5_s13_short_passes_are_claimed_a_stretch_at_a_time_on_the_pool_threads
     assert all(thread.startswith("leasejobs-pass-") for thread, _size in claims_made)
     assert sum(size for _thread, size in claims_made) == len(runs)
     assert all(1 < size <= STRETCH_MAX for _thread, size in claims_made)
-    assert len(claims_made) == 4  # the forty shared among the four idle threads
+    # The first claim, made with the forty all due, is a full stretch. How the rest are
+    # shared depends on which threads are idle when -- on a busy machine one thread may
+    # claim twice while another is slow to start -- so only the sizes are asserted.
+    assert claims_made[0][1] == STRETCH_MAX
 
 
 def _walk(spec, stop=lambda: False) -> Walk:

@@ -31,7 +31,7 @@ LABEL_NAMES = {"job_name", "queue", "outcome", "le"}
 def scrape(port: int) -> list | None:
     """Every sample the worker serves, or ``None`` while nothing listens yet."""
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=WAIT) as answer:
             text = answer.read().decode()
     except (urllib.error.URLError, ConnectionError):
         return None

@@ -27,7 +27,7 @@ from django_leasejobs.compat import TaskResultStatus
 from django_leasejobs.models import Run, TaskAttempt
 from django_leasejobs.tasks import TASK_JOB
 from tests.models import Effect
-from tests.processes import command_env
+from tests.processes import command_env, spawned
 from tests.tasks import marked_nap
 from tests.utils import wait_for
 
@@ -48,12 +48,14 @@ class Worker:
         env = command_env(LEASEJOBS_TEST_TASK_OPTIONS=json.dumps(options))
         command = ["rundueJobs", "--job", TASK_JOB, "--loop", "--interval", "0.1"]
         with log.open("w") as out:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "django", *command],
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                text=True,
+            self.process = spawned(  # ended by the test's teardown, whatever happened
+                subprocess.Popen(
+                    [sys.executable, "-m", "django", *command],
+                    env=env,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                )
             )
 
     @property
