@@ -254,7 +254,15 @@ def _logged_sleep(p):
     The log row is written before the sleep and closed after it, in the
     pass's own autocommit statements, so a test reads how many passes of a
     limited job overlapped (§14). A payload gate (:func:`_held`) may end the sleep early.
+    With ``payload["stamp_begin"]`` the pass's BEGIN is noted too, as the database
+    stamped it (``Begun``): what a rate spaces, whatever the handler's own delay.
     """
+    if (p.payload or {}).get("stamp_begin"):
+        from django_leasejobs.models import Run
+        from tests.models import Begun
+
+        began = Run.objects.filter(pk=p.run.id).values_list("lease_began_at", flat=True).get()
+        Begun.objects.create(run_id=p.run.id, began_at=began)
     with _interval_logged(p):
         _held(p, (p.payload or {}).get("sleep", 0.05))
     return p.done()

@@ -13,7 +13,6 @@ import itertools
 import json
 import signal
 import subprocess
-import time
 from collections import Counter, defaultdict
 
 import pytest
@@ -72,12 +71,8 @@ def handles_sigterm(worker: subprocess.Popen) -> bool:
 def ready(fleet: list[subprocess.Popen]) -> None:
     """Wait until every worker of *fleet* runs its loop: on a busy machine a Python
     process takes a while to start, and a SIGTERM before its loop began kills it."""
-    deadline = time.monotonic() + WAIT
     for worker in fleet:
-        while not handles_sigterm(worker):
-            assert worker.poll() is None, worker.communicate()
-            assert time.monotonic() < deadline, "a worker did not start its loop"
-            time.sleep(0.02)
+        wait_for(lambda w=worker: handles_sigterm(w), "a worker's loop", every=0.02, worker=worker)
 
 
 def stop_all(fleet: list[subprocess.Popen]) -> list[tuple[int | None, str, str]]:
@@ -116,14 +111,16 @@ def wait_until_settled(job: str, count: int, fleet=()) -> None:
     """Wait until *count* runs of *job* are no longer ``running`` (done, failed, held):
     the test then asserts what they came to. Fails after WAIT seconds, or at once if a
     worker exited."""
-    deadline = time.monotonic() + WAIT
     runs = Run.objects.filter(job=job)
-    while runs.exclude(status=RunStatus.RUNNING).count() < count:
-        left = list(runs.filter(status=RunStatus.RUNNING).values_list("attempts", "last_error"))
-        assert time.monotonic() < deadline, f"{len(left)} runs of {job} still running: {left[:3]}"
-        for worker in fleet:
-            assert worker.poll() is None, worker.communicate()
-        time.sleep(0.1)
+
+    def left() -> str:
+        running = list(runs.filter(status=RunStatus.RUNNING).values_list("attempts", "last_error"))
+        return f"{count} runs of {job} to settle ({len(running)} running: {running[:3]})"
+
+    def settled() -> bool:
+        return runs.exclude(status=RunStatus.RUNNING).count() >= count
+
+    wait_for(settled, left, WAIT, every=0.1, worker=list(fleet))
 
 
 def overlapping(spans: dict[str, list[tuple[int, int]]]) -> list[tuple[str, tuple, tuple]]:

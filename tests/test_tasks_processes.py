@@ -36,7 +36,9 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.concurrency]
 WAIT = 60  # seconds: the longest any wait below may take before the test fails
 ABANDONED = "django_leasejobs.exceptions.PassAbandoned"
 TIMED_OUT = "django_leasejobs.exceptions.PassTimedOut"
-NAP = 30  # seconds: how long the timeout test's first attempt naps if never taken over
+#: Seconds the timeout test's first attempt naps if never taken over: twice WAIT, so that
+#: an attempt 2 seen within WAIT began while attempt 1 still napped, however busy the machine.
+NAP = 2 * WAIT
 FINISHED = {TaskResultStatus.SUCCESSFUL, TaskResultStatus.FAILED}
 
 
@@ -222,7 +224,7 @@ def test_l10_r10_past_its_timeout_a_napping_task_is_taken_over_while_it_still_na
     first = next(worker for worker in pool if worker.pid == started(result, 1).pid)
     second = next(worker for worker in pool if worker is not first)
 
-    started(result, 2, seconds=NAP - 10)  # not after attempt 1 woke by itself
+    started(result, 2, seconds=WAIT)  # not after attempt 1 woke by itself
     wait_for(lambda: "superseded=1" in first.output(), "the late return to be refused")
     final = outcome(result)
     for worker in pool:

@@ -60,21 +60,24 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def wait_for(condition, what: str, seconds: float = 60, *, every: float = 0.05, worker=None):
+def wait_for(condition, what, seconds: float = 60, *, every: float = 0.05, worker=None):
     """Poll *condition* until it is true and return it; fail naming *what* after *seconds*.
 
     The one way a test waits for something another process or thread does:
     never a fixed sleep and then an assertion (the suite must pass on a busy
     machine), always the condition itself, with a deadline generous enough
     that only a hang reaches it. With a *worker* process (or a list of them),
-    fail at once if one exits meanwhile, showing its output.
+    fail at once if one exits meanwhile, showing its output. *what* may be a
+    function, called for the message on failure (to show what was left).
     """
     import time
 
     workers = [] if worker is None else worker if isinstance(worker, list | tuple) else [worker]
     deadline = time.monotonic() + seconds
     while not (found := condition()):
-        assert time.monotonic() < deadline, f"gave up waiting for {what} after {seconds} s"
+        if time.monotonic() >= deadline:
+            said = what() if callable(what) else what
+            raise AssertionError(f"gave up waiting for {said} after {seconds} s")
         for process in workers:
             assert process.poll() is None, process.communicate()
         time.sleep(every)
