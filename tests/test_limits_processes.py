@@ -168,9 +168,13 @@ def test_c2_a_slot_held_by_a_killed_pass_frees_and_the_rest_finish(host):
             Run.objects.filter(pk=victim.pk).update(lease_holder="elsewhere:1:1:-")
         others = [start(job, {"sleep": 0.05}, instance=f"r{n}").run for n in range(8)]
         fleet = workers(job, 2)
-        time.sleep(1.5 * lease)  # the holder's lease would have run out without renewals
+        throttled = Run.objects.filter(job=job, throttled_by="concurrency")
+        wait_for(throttled.exists, "a worker to find the slot taken", WAIT, worker=fleet)
+        # A lower bound, the workers polling all along: past the time the holder's lease
+        # would have run out without renewals, still nothing else has begun.
+        time.sleep(1.5 * lease)
         assert list(PassLog.objects.values_list("run_id", flat=True)) == [victim.pk]
-        assert Run.objects.filter(job=job, throttled_by="concurrency").exists()
+        assert throttled.exists()
         assert holder.poll() is None
     finally:
         holder.kill()  # SIGKILL: nothing released, nothing written
