@@ -60,12 +60,11 @@ def counted_walk(p):
     that ran and was then superseded still shows up if it overlapped another.
     """
     import os
-    import time
 
     from tests.models import Effect
 
     def effect(name):
-        time.sleep(p.payload.get("sleep", 0))  # a step that takes a moment, like real work
+        _held(p, p.payload.get("sleep", 0))  # a step that takes a moment, like real work
         Effect.objects.create(run_id=p.run.id, name=name, pid=os.getpid())
 
     with _interval_logged(p):
@@ -95,16 +94,45 @@ def killed_between_steps(p):
     return p.done()
 
 
-@job("tests.sleepy", lease=timedelta(seconds=30))
-def sleepy(p):
-    """Record that the pass started, then take ``payload["seconds"]`` to finish it."""
+def _held(p, seconds):
+    """Take *seconds*, or less: until the gate the payload names opens (the test's event).
+
+    ``payload["until_file"]``: until that file exists (the test creates it once
+    it has done what it must do while the pass is in flight).
+    ``payload["until_done"]``: until no run of this job whose instance starts
+    with that prefix is still running (the runs a test says must not wait
+    behind this pass). A pass of a handler that sleeps a fixed time lasts
+    "long enough" only on an idle machine; one held by a gate lasts exactly as
+    long as the test needs, and *seconds* only bounds a hang.
+    """
     import os
     import time
+
+    from django_leasejobs.models import Run
+
+    payload = p.payload or {}
+    path, prefix = payload.get("until_file"), payload.get("until_done")
+    if path is None and prefix is None:
+        time.sleep(seconds)
+        return
+    waiting = Run.objects.filter(job=p.run.job, instance__startswith=prefix or "", status="running")
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if os.path.exists(path) if path is not None else not waiting.exists():
+            return
+        time.sleep(0.05)
+
+
+@job("tests.sleepy", lease=timedelta(seconds=30))
+def sleepy(p):
+    """Record that the pass started, then take ``payload["seconds"]`` to finish it (or
+    less: see :func:`_held`)."""
+    import os
 
     from tests.models import Effect
 
     Effect.objects.create(run_id=p.run.id, name="started", pid=os.getpid())
-    time.sleep(p.payload["seconds"])
+    _held(p, p.payload["seconds"])
     return p.done()
 
 
@@ -193,13 +221,24 @@ def chaos_cron(p):
 
 
 def _marked_sleep(p):
-    """Note this pass's attempt in the payload's file, then sleep with no step boundary."""
+    """Note this pass's attempt in the payload's file, then sleep with no step boundary.
+
+    With ``payload["until_attempt"]``, the first attempt hangs only until that
+    attempt has noted itself (a takeover began), ``payload["sleep"]`` at most.
+    """
     import time
 
     with open(p.payload["marks"], "a") as marks:
         marks.write(f"{p.attempt}\n")
     if p.attempt == 1:
-        time.sleep(p.payload["sleep"])
+        until = p.payload.get("until_attempt")
+        deadline = time.monotonic() + p.payload["sleep"]
+        while until is not None and time.monotonic() < deadline:
+            with open(p.payload["marks"]) as marks:
+                if len(marks.read().split()) >= until:
+                    return p.done()
+            time.sleep(0.05)
+        time.sleep(max(0.0, deadline - time.monotonic()))
     return p.done()
 
 
@@ -215,12 +254,18 @@ def _logged_sleep(p):
 
     The log row is written before the sleep and closed after it, in the
     pass's own autocommit statements, so a test reads how many passes of a
-    limited job overlapped (§14).
+    limited job overlapped (§14). A payload gate (:func:`_held`) may end the sleep early.
+    With ``payload["stamp_begin"]`` the pass's BEGIN is noted too, as the database
+    stamped it (``Begun``): what a rate spaces, whatever the handler's own delay.
     """
-    import time
+    if (p.payload or {}).get("stamp_begin"):
+        from django_leasejobs.models import Run
+        from tests.models import Begun
 
+        began = Run.objects.filter(pk=p.run.id).values_list("lease_began_at", flat=True).get()
+        Begun.objects.create(run_id=p.run.id, began_at=began)
     with _interval_logged(p):
-        time.sleep((p.payload or {}).get("sleep", 0.05))
+        _held(p, (p.payload or {}).get("sleep", 0.05))
     return p.done()
 
 

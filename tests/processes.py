@@ -20,7 +20,8 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.db import connection
@@ -65,11 +66,18 @@ def run_together(target: str, processes: int, *args: Any) -> list[Any]:
         )
         for _ in range(processes)
     ]
-    for child in children:
-        child.start()
-    outcomes = [results.get(timeout=BARRIER_TIMEOUT * 2) for _ in children]
-    for child in children:
-        child.join(timeout=60)
+    try:
+        for child in children:
+            child.start()
+        outcomes = [results.get(timeout=BARRIER_TIMEOUT * 2) for _ in children]
+        for child in children:
+            child.join(timeout=60)
+    finally:  # a child that hangs, or one left by a failure above, is ended here
+        for child in children:
+            if child.is_alive():
+                child.kill()
+            if child.pid is not None:
+                child.join()
     errors = [detail for status, _pid, detail in outcomes if status == "error"]
     assert not errors, "a worker process failed:\n" + "\n".join(errors)
     return [value for _status, _pid, value in outcomes]
@@ -186,6 +194,111 @@ def take_over_while(
         if worker.poll() is None:
             worker.kill()
     return attempted, out, err
+
+
+class Lines:
+    """A child's output, line by line as it comes (a thread reads the pipe).
+
+    For a test that waits for what a worker prints -- its first drive's
+    report, three idle drives at ``-v 2`` -- rather than sleeping and then
+    reading it all.
+    """
+
+    def __init__(self, stream) -> None:
+        import queue
+        import threading
+
+        self._lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._read, args=(stream,), daemon=True).start()
+
+    def _read(self, stream) -> None:
+        for line in stream:
+            self._lines.put(line)
+
+    def next(self, timeout: float) -> str | None:
+        """The next line, or ``None`` if none came within *timeout* seconds."""
+        import queue
+
+        try:
+            line = self._lines.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        self.seen.append(line)
+        return line
+
+    def skip(self) -> None:
+        """Drop the lines that came so far: a wait after this counts only later ones."""
+        while self.next(0) is not None:
+            pass
+
+    def wait_for(
+        self, condition: Callable[[str], bool], what: str, count: int = 1, seconds: float = 60
+    ) -> list[str]:
+        """Read lines until *count* of them meet *condition*; fail naming *what* after *seconds*."""
+        deadline = time.monotonic() + seconds
+        met: list[str] = []
+        while len(met) < count:
+            left = deadline - time.monotonic()
+            assert left > 0, f"gave up waiting for {what}; read so far: {self.seen}"
+            line = self.next(min(left, 1.0))
+            if line is not None and condition(line):
+                met.append(line)
+        return met
+
+
+def resting(process: subprocess.Popen) -> bool:
+    """Whether every thread of *process* is blocked on a lock or an event (Linux's ``wchan``).
+
+    A worker between drives waits on an ``Event`` for its rest (W1); while it
+    does, nothing it runs can race a write the test makes. Reading, computing
+    or waiting on a socket is not resting. (A worker resting on a LISTEN
+    connection waits in ``select``, not on a lock: for SQLite and MariaDB only.)
+    """
+    try:
+        threads = os.listdir(f"/proc/{process.pid}/task")
+        waits = []
+        for thread in threads:
+            with open(f"/proc/{process.pid}/task/{thread}/wchan") as wchan:
+                waits.append(wchan.read())
+    except OSError:
+        return False
+    return all("futex" in wait for wait in waits)
+
+
+@contextmanager
+def frozen(process: subprocess.Popen, timeout: float = 60) -> Iterator[None]:
+    """*process* stopped (SIGSTOP) for the block, every thread of it; SIGCONT after.
+
+    What the test reads in the block is what the process would leave if it were
+    killed right there: no thread of it moves between the read and a SIGKILL.
+    (Reads do not wait on a stopped writer: SQLite runs in WAL mode here, and
+    PostgreSQL and MariaDB read a snapshot.)
+    """
+    import signal
+
+    process.send_signal(signal.SIGSTOP)
+    try:
+        deadline = time.monotonic() + timeout
+        while not _stopped(process):
+            assert process.poll() is None, "the process exited instead of stopping"
+            assert time.monotonic() < deadline, "the process did not stop"
+            time.sleep(0.005)
+        yield
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGCONT)
+
+
+def _stopped(process: subprocess.Popen) -> bool:
+    try:
+        states = []
+        for thread in os.listdir(f"/proc/{process.pid}/task"):
+            with open(f"/proc/{process.pid}/task/{thread}/stat") as stat:
+                states.append(stat.read().rsplit(")", 1)[1].split()[0])
+    except OSError:
+        return False
+    return all(state in "tT" for state in states)
 
 
 def python(code: str) -> subprocess.Popen:

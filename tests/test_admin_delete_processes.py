@@ -13,37 +13,36 @@ instance) joins the live run instead of making a second one.
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from django_leasejobs import RunStatus, start
 from django_leasejobs.models import Run
 from tests.models import Effect
 from tests.processes import django_command
+from tests.utils import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.concurrency]
 
 RUNS = "/admin/leasejobs/run/"
 JOB = "tests.sleepy"
-#: Long enough for the admin requests below on a busy machine; the test checks it was.
-PASS_SECONDS = 5
 WAIT = 60  # seconds: only bounds a hang
 
 
-def in_flight(instance: str):
-    """Start a run of ``tests.sleepy`` and a worker driving it; return both once the pass began."""
-    run = start(JOB, {"seconds": PASS_SECONDS}, instance=instance).run
+def in_flight(instance: str, gate):
+    """Start a run of ``tests.sleepy`` and a worker driving it; return both once the pass began.
+
+    The pass lasts until the test creates the file *gate* (``finish``), however
+    long the admin requests take on a busy machine (WAIT at most).
+    """
+    run = start(JOB, {"seconds": WAIT, "until_file": str(gate)}, instance=instance).run
     worker = django_command("rundueJobs", "--job", JOB)
-    deadline = time.monotonic() + WAIT
-    while not Effect.objects.filter(run_id=run.pk, name="started").exists():
-        assert worker.poll() is None, worker.communicate()
-        assert time.monotonic() < deadline, "the worker never began the pass"
-        time.sleep(0.05)
+    started = Effect.objects.filter(run_id=run.pk, name="started")
+    wait_for(started.exists, "the worker to begin the pass", worker=worker)
     return run, worker
 
 
-def finish(worker) -> str:
+def finish(worker, gate) -> str:
+    gate.touch()  # the pass in flight may end now
     try:
         out, err = worker.communicate(timeout=WAIT)
     finally:
@@ -66,9 +65,10 @@ def runs_of(instance: str) -> list[Run]:
 
 
 def test_a7_a_run_whose_pass_runs_in_a_worker_is_not_deleted_and_a_start_joins_it(
-    admin_client,
+    admin_client, tmp_path
 ):
-    run, worker = in_flight("a7-live")
+    gate = tmp_path / "gate"
+    run, worker = in_flight("a7-live", gate)
     try:
         page = admin_client.get(f"{RUNS}{run.pk}/change/").content.decode()
         assert f"{RUNS}{run.pk}/delete/" not in page  # no Delete button for it
@@ -85,7 +85,7 @@ def test_a7_a_run_whose_pass_runs_in_a_worker_is_not_deleted_and_a_start_joins_i
         assert during.status == RunStatus.RUNNING
         assert during.lease_began_at is not None
     finally:
-        out = finish(worker)
+        out = finish(worker, gate)
     assert "completed=1" in out
     [done] = runs_of("a7-live")
     assert done.status == RunStatus.DONE
@@ -97,9 +97,10 @@ def test_a7_a_run_whose_pass_runs_in_a_worker_is_not_deleted_and_a_start_joins_i
 
 
 def test_a7_a_run_cancelled_while_its_pass_runs_in_a_worker_is_not_deleted_until_it_stopped(
-    admin_client,
+    admin_client, tmp_path
 ):
-    run, worker = in_flight("a7-cancelled")
+    gate = tmp_path / "gate"
+    run, worker = in_flight("a7-cancelled", gate)
     try:
         data = {"action": "cancel_runs", "_selected_action": [run.pk]}
         assert admin_client.post(RUNS, data).status_code == 302
@@ -117,7 +118,7 @@ def test_a7_a_run_cancelled_while_its_pass_runs_in_a_worker_is_not_deleted_until
         assert worker.poll() is None
         assert Run.objects.get(pk=run.pk).live_key is not None
     finally:
-        out = finish(worker)
+        out = finish(worker, gate)
     assert "superseded=1" in out  # the pass found its commit refused, and stopped
     stopped = Run.objects.get(pk=run.pk)
     assert (stopped.status, stopped.live_key) == (RunStatus.CANCELLED, None)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import time
 from datetime import timedelta
 
 import pytest
@@ -12,7 +11,7 @@ from django_leasejobs import RunStatus, cancel, retry, start, store
 from django_leasejobs.models import Run
 from tests.models import PassLog
 from tests.processes import django_command
-from tests.utils import fresh
+from tests.utils import fresh, wait_for
 
 LEASE = timedelta(seconds=30)
 WAIT = 60
@@ -103,27 +102,24 @@ def test_cancel_accepts_a_stranded_row_holding_a_key():
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.concurrency
-def test_cancel_then_start_never_overlaps_two_passes_of_one_key():
+def test_cancel_then_start_never_overlaps_two_passes_of_one_key(tmp_path):
     """The operators' guide's sequence -- cancel, then start again -- with two real workers."""
-    payload = {"passes": 1, "steps": 8, "sleep": 0.25}
+    gate = tmp_path / "started-again"  # each step waits for it: the pass is in flight till then
+    payload = {"passes": 1, "steps": 8, "sleep": WAIT, "until_file": str(gate)}
     first = start("tests.counted_walk", payload, instance="k").run
     workers = [
         django_command("rundueJobs", "--loop", "--interval", "0.05", "--job", "tests.counted_walk")
         for _ in range(2)
     ]
     try:
-        deadline = time.monotonic() + WAIT
-        while not PassLog.objects.filter(run_id=first.pk).exists():
-            assert time.monotonic() < deadline, "no worker began the first pass"
-            time.sleep(0.02)
+        began = PassLog.objects.filter(run_id=first.pk)
+        wait_for(began.exists, "a worker to begin the first pass", every=0.02, worker=workers)
         assert cancel(first.pk, by="ops")
         second = start("tests.counted_walk", payload, instance="k")
         assert second.joined  # the cancelled pass is still running
-        while not Run.objects.filter(
-            job="tests.counted_walk", instance="k", status=RunStatus.DONE
-        ).exists():
-            assert time.monotonic() < deadline, "the start after the cancel never ran"
-            time.sleep(0.05)
+        gate.touch()
+        done = Run.objects.filter(job="tests.counted_walk", instance="k", status=RunStatus.DONE)
+        wait_for(done.exists, "the start after the cancel to run", worker=workers)
     finally:
         for worker in workers:
             worker.terminate()

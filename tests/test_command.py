@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import time
 from datetime import timedelta
 
 import pytest
@@ -14,6 +13,7 @@ from django_leasejobs import RunStatus, start
 from django_leasejobs.models import Run
 from tests.models import Effect
 from tests.processes import django_command, refused_usage
+from tests.utils import wait_for
 
 WAIT = 60  # seconds a subprocess may take to get somewhere before the test gives up
 
@@ -89,11 +89,8 @@ def test_d5_loop_stops_on_sigterm_or_sigint_after_the_pass_in_flight(signum):
     run = start("tests.sleepy", {"seconds": 2}).run
     worker = django_command("rundueJobs", "--loop", "--interval", "0.2", "--job", "tests.sleepy")
     try:
-        deadline = time.monotonic() + WAIT
-        while not Effect.objects.filter(run_id=run.pk, name="started").exists():
-            assert worker.poll() is None, worker.communicate()
-            assert time.monotonic() < deadline, "the worker never started the pass"
-            time.sleep(0.05)
+        started = Effect.objects.filter(run_id=run.pk, name="started")
+        wait_for(started.exists, "the worker to start the pass", worker=worker)
         worker.send_signal(signum)
         out, err = worker.communicate(timeout=WAIT)
     finally:

@@ -16,6 +16,7 @@ import pytest
 from django_leasejobs import RunStatus, start
 from django_leasejobs.models import Run, Step
 from tests.models import Effect, PassLog
+from tests.processes import frozen
 from tests.test_concurrency import (
     WAIT,
     by_run,
@@ -60,10 +61,23 @@ def test_w5_sigkill_mid_drain_loses_no_run_and_repeats_at_most_one_step_per_thre
             return False
         return recorded.values("run_id").distinct().count() >= 2
 
+    def killed_mid_drain() -> int | None:
+        # Read while the worker is stopped, so that what the test reads is what the
+        # SIGKILL leaves, however long the read takes on a busy machine.
+        with frozen(first):
+            if not mid_drain():
+                return None
+            first.kill()
+            return time.monotonic_ns()
+
     try:
-        wait_for(mid_drain, "four passes in flight, two past their first step", worker=first)
+        killed_ns = wait_for(
+            killed_mid_drain, "four passes in flight, two past their first step", worker=first
+        )
     finally:
-        killed_ns = kill(first)
+        if first.poll() is None:
+            first.kill()
+        first.communicate(timeout=WAIT)
     killed = list(in_flight.values_list("run_id", flat=True))
     assert len(killed) == 4
     assert Run.objects.filter(pk__in=killed, lease_began_at__isnull=False).count() == 4

@@ -17,7 +17,7 @@ from django_leasejobs.models import Run
 from tests.models import PassLog
 from tests.processes import django_command, take_over_while
 from tests.test_concurrency import WAIT, _most_at_once
-from tests.utils import until
+from tests.utils import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.concurrency]
 
@@ -34,7 +34,12 @@ def test_w5_l10_each_threads_heartbeat_keeps_its_pass_from_being_taken_over():
     began = PassLog.objects.filter(run_id__in=runs)
 
     def four_began() -> bool:  # the thief waits for the passes to begin, or it would win them
-        return until(lambda: worker.poll() is not None or began.count() >= 4, WAIT, every=0.02)
+        return wait_for(
+            lambda: worker.poll() is not None or began.count() >= 4,
+            "four passes to begin",
+            WAIT,
+            every=0.02,
+        )
 
     attempted, out, err = take_over_while(worker, job, four_began, WAIT)
     assert worker.returncode == 0, err
@@ -52,22 +57,27 @@ def test_w5_l10_each_threads_heartbeat_keeps_its_pass_from_being_taken_over():
 
 
 def test_w5_r10_a_pass_past_its_timeout_fails_while_the_others_on_the_threads_complete():
-    """W5 + R10: ``tests.w5.timed`` (timeout 1 s, one attempt). Two slow runs (ten steps
-    of 0.3 s) and twelve quick ones (two steps of 0.2 s) in one ``--concurrency 4``
+    """W5 + R10: ``tests.w5.timed`` (timeout 1 s, one attempt). Two slow runs (a hundred
+    steps of 0.3 s) and forty quick ones (two steps of 0.05 s) in one ``--concurrency 4``
     drive. Each slow pass learns at a step boundary past its own second and fails
     with ``failure_code="timeout"``; the quick passes, which ran beside them and
     after them on the same threads for longer than a second in all, complete: the
     timeout is each pass's own, counted from its BEGIN."""
     job = "tests.w5.timed"
-    slow = [start(job, {"steps": 10, "step_seconds": 0.3}, instance=f"a{n}").run.pk for n in (1, 2)]
+    # A slow pass would run 30 s if nothing stopped it; a quick one is a tenth of the
+    # timeout, so that only a machine stalled for most of a second could time one out.
+    slow = [
+        start(job, {"steps": 100, "step_seconds": 0.3}, instance=f"a{n}").run.pk for n in (1, 2)
+    ]
     quick = [
-        start(job, {"steps": 2, "step_seconds": 0.2}, instance=f"b{n:02}").run.pk for n in range(12)
+        start(job, {"steps": 2, "step_seconds": 0.05}, instance=f"b{n:02}").run.pk
+        for n in range(40)
     ]
     worker = django_command("rundueJobs", "--concurrency", "4", "--json", "--job", job)
     out, err = worker.communicate(timeout=WAIT)
     assert worker.returncode == 0, err
     report = json.loads(out)
-    assert (report["failed"], report["completed"]) == (2, 12)
+    assert (report["failed"], report["completed"]) == (2, 40)
 
     timed_out = Run.objects.filter(pk__in=slow)
     assert set(timed_out.values_list("status", "failure_code")) == {(RunStatus.FAILED, "timeout")}
@@ -77,10 +87,10 @@ def test_w5_r10_a_pass_past_its_timeout_fails_while_the_others_on_the_threads_co
     slow_logs = list(PassLog.objects.filter(run_id__in=slow))
     quick_logs = list(PassLog.objects.filter(run_id__in=quick))
     assert len(slow_logs) == 2
-    assert len(quick_logs) == 12
+    assert len(quick_logs) == 40
     assert len({log.pid for log in slow_logs + quick_logs}) == 1
-    for log in slow_logs:  # stopped at the first boundary past 1 s, not after its 3 s
-        assert 1.0 <= (log.ended_ns - log.started_ns) / 1e9 < 2.5
+    for log in slow_logs:  # stopped at a boundary past 1 s, long before its 30 s of steps
+        assert 1.0 <= (log.ended_ns - log.started_ns) / 1e9 < 100 * 0.3
     # Quick passes ran while the slow ones did ...
     assert any(
         q.started_ns < s.ended_ns and s.started_ns < q.ended_ns

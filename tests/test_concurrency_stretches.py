@@ -28,7 +28,7 @@ from django_leasejobs.pacing import BATCH_MAX, STRETCH_MAX, pace
 from django_leasejobs.report import DriveReport
 from tests.models import PassLog
 from tests.processes import django_command
-from tests.utils import fresh, stop_worker, until, waited_out
+from tests.utils import fresh, stop_worker, wait_for, waited_out
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -100,7 +100,11 @@ def test_w5_s13_short_passes_are_claimed_a_stretch_at_a_time_on_the_pool_threads
     assert all(thread.startswith("leasejobs-pass-") for thread, _size in claims_made)
     assert sum(size for _thread, size in claims_made) == len(runs)
     assert all(1 < size <= STRETCH_MAX for _thread, size in claims_made)
-    assert len(claims_made) == 4  # the forty shared among the four idle threads
+    # The first claim, made with the forty all due, is a fair share: a quarter of them,
+    # one for each of the four threads. How the rest are shared depends on which threads
+    # are idle when -- on a busy machine one thread may claim twice while another is slow
+    # to start -- so only their sizes are asserted.
+    assert claims_made[0][1] == len(runs) // 4
 
 
 def _walk(spec, stop=lambda: False) -> Walk:
@@ -176,7 +180,7 @@ def test_w5_sigterm_in_a_drain_of_short_passes_finishes_what_began_and_gives_the
     runs = [result.run.pk for result in start_many(job, items)]
     worker = django_command("rundueJobs", "--loop", "--concurrency", "4", "--job", job)
     try:
-        assert until(lambda: PassLog.objects.count() >= 300, 60)
+        wait_for(lambda: PassLog.objects.count() >= 300, "300 passes")
     finally:
         stop_worker(worker)
     assert worker.returncode == 0
@@ -229,14 +233,19 @@ def test_w5_s13_runs_in_a_stretch_behind_a_long_pass_go_to_the_other_threads():
     job = "tests.mostly_quick"
     quick = {"sleep": 0}
     before = [start(job, quick, instance=f"a{n:02}").run for n in range(12)]
-    slow = start(job, {"sleep": 6.0}, instance="b-slow").run
+    # Held until the runs behind it are done, for 60 s at most (tests/jobs.py ``_held``).
+    slow = start(job, {"sleep": 60, "until_done": "c"}, instance="b-slow").run
     after = [start(job, quick, instance=f"c{n:02}").run for n in range(9)]
     worker = django_command("rundueJobs", "--loop", "--concurrency", "4", "--job", job)
     try:
-        assert until(lambda: not Run.objects.filter(job=job, status="running").exists(), 60)
+        wait_for(
+            lambda: not Run.objects.filter(job=job, status="running").exists(),
+            "every run to end",
+            120,
+        )
     finally:
         stop_worker(worker)
     assert {fresh(run).status for run in before + after} == {RunStatus.DONE}
     waited = waited_out(slow, after)
-    assert not waited, f"{waited} waited out the 6 s pass"
+    assert not waited, f"{waited} waited out the slow pass"
     assert not Run.objects.filter(pk__in=[r.pk for r in after], attempts__gt=0).exists()

@@ -10,7 +10,6 @@ would catch.
 from __future__ import annotations
 
 import threading
-import time
 from datetime import timedelta
 
 import pytest
@@ -18,18 +17,18 @@ import pytest
 from django_leasejobs import InvalidJob, RunStatus, run_due_jobs, start
 from django_leasejobs.models import Run
 from tests.processes import django_command, take_over_while
-from tests.utils import fresh
+from tests.utils import fresh, wait_for
 
-WAIT = 30  # seconds: the longest any wait below may take before the test fails
+WAIT = 60  # seconds: the longest any wait below may take before the test fails
 
 
 def _began(marks, attempts=1):
-    deadline = time.monotonic() + WAIT
-    while time.monotonic() < deadline:
-        if marks.exists() and len(marks.read_text().split()) >= attempts:
-            return True
-        time.sleep(0.01)
-    return False
+    return wait_for(
+        lambda: marks.exists() and len(marks.read_text().split()) >= attempts,
+        f"attempt {attempts} to begin",
+        WAIT,
+        every=0.01,
+    )
 
 
 @pytest.mark.django_db(transaction=True)
@@ -51,20 +50,20 @@ def test_l10_a_heartbeat_keeps_a_pass_of_three_leases_from_being_taken_over(tmp_
 @pytest.mark.concurrency
 def test_l10_past_its_timeout_a_hung_pass_stops_beating_and_is_taken_over(tmp_path):
     marks = tmp_path / "marks"
-    run = start("tests.heartbeat.timeout", {"sleep": 3.0, "marks": str(marks)}).run
+    payload = {"sleep": WAIT, "until_attempt": 2, "marks": str(marks)}  # hangs till taken over
+    run = start("tests.heartbeat.timeout", payload).run
     worker = django_command("rundueJobs", "--job", "tests.heartbeat.timeout")
     try:
         assert _began(marks)
-        deadline = time.monotonic() + WAIT
-        report = None
-        while time.monotonic() < deadline:
+
+        def taken_over():
             report = run_due_jobs(jobs=["tests.heartbeat.timeout"])
-            if report.attempted:
-                break
-            time.sleep(0.05)
-        assert report is not None
+            return [report] if report.attempted else []
+
+        (report,) = wait_for(taken_over, "the hung pass to be taken over", WAIT)
         assert report.completed == 1
-        assert worker.poll() is None  # taken over while the first pass still hangs
+        # The hung pass hangs until the takeover's attempt 2 has begun; its late
+        # outcome, refused, says it was taken over while it still hung (below).
         out, err = worker.communicate(timeout=WAIT)
     finally:
         if worker.poll() is None:
@@ -80,7 +79,14 @@ def test_l10_a_heartbeat_that_finds_the_lease_gone_stops_the_pass(define, drive)
 
     def handler(p):
         Run.objects.filter(pk=p.run.id).update(lease_owner="someone-else")  # the lease is gone
-        time.sleep(0.35)  # more than a beat (0.2 s): the heartbeat finds out
+        beating = f"leasejobs-heartbeat-{p.run.id}"
+        # The heartbeat finds out at its next beat (0.2 s) and ends: wait for that.
+        wait_for(
+            lambda: beating not in [t.name for t in threading.enumerate()],
+            "the heartbeat to find the lease gone",
+            WAIT,
+            every=0.01,
+        )
         p.step("after", lambda: ran.append("step"))  # refused at the boundary, never run
         return p.done()
 

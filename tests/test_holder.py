@@ -13,6 +13,7 @@ from django_leasejobs import RunStatus, start, store
 from django_leasejobs.holder import Holder, current_holder, is_gone, process_start
 from django_leasejobs.leases import ENTRY_MARGIN
 from django_leasejobs.models import Run
+from tests.processes import spawned
 
 LEASE = timedelta(hours=1)  # far longer than the test: only an early release frees it
 
@@ -27,7 +28,7 @@ def dead_pid():
 
 @pytest.fixture
 def live_process():
-    child = subprocess.Popen(["sleep", "120"])
+    child = spawned(subprocess.Popen(["sleep", "120"]))
     yield child
     child.kill()
     child.wait()

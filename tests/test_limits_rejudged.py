@@ -8,7 +8,6 @@ the old rule held back really began.
 
 from __future__ import annotations
 
-import time
 from datetime import timedelta
 
 import pytest
@@ -17,16 +16,17 @@ from django_leasejobs import RunStatus, start
 from django_leasejobs.clock import get_clock
 from django_leasejobs.models import RateState, Run
 from tests.models import PassLog
-from tests.processes import django_command
-from tests.utils import stop_worker, until
+from tests.processes import Lines, django_command
+from tests.utils import stop_worker, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 JOB = "tests.rated.changing"
 
 
-def _worker(rule: str):
-    return django_command("rundueJobs", "--loop", "--job", JOB, env={"LEASEJOBS_TEST_RATE": rule})
+def _worker(rule: str, *args: str):
+    env = {"LEASEJOBS_TEST_RATE": rule}
+    return django_command("rundueJobs", "--loop", "--job", JOB, *args, env=env)
 
 
 def _began() -> int:
@@ -39,7 +39,11 @@ def _held_back_by_the_old_rule(runs: int) -> None:
         start(JOB, {"sleep": 0}, instance=f"old-{n}")
     old = _worker("1/120")
     try:
-        assert until(lambda: _began() == 1 and _throttled() == runs - 1, 30)
+        wait_for(
+            lambda: _began() == 1 and _throttled() == runs - 1,
+            "one begin and the rest throttled",
+            worker=old,
+        )
     finally:
         stop_worker(old)
     later = get_clock().now() + timedelta(seconds=100)
@@ -58,12 +62,11 @@ def test_c5_a_loosened_or_removed_rate_is_not_waited_out(new_rule):
     new = _worker(new_rule)
     try:
         # The four held back, and a run started after the deploy, begin at once --
-        # not when the old rule's two minutes are up.
+        # not when the old rule's two minutes are up (past this wait's deadline).
         start(JOB, {"sleep": 0}, instance="new")
-        drained = until(lambda: _began() == 6, 20)
+        wait_for(lambda: _began() == 6, "six begins", worker=new)
     finally:
         stop_worker(new)
-    assert drained, f"{_began()} of 6 began"
     assert not Run.objects.filter(job=JOB, status=RunStatus.RUNNING).exists()
     if new_rule == "none":
         assert not RateState.objects.filter(job=JOB).exists()
@@ -76,11 +79,15 @@ def test_c5_an_unchanged_rule_is_judged_as_before():
         Run.objects.filter(job=JOB, status=RunStatus.RUNNING).values_list("pk", "next_attempt_at")
     )
     tat = RateState.objects.get(job=JOB).tat
-    again = _worker("1/120")
+    # -v 2: every drive prints its report, so the test counts drives, not seconds.
+    again = _worker("1/120", "--interval", "0.2", "-v", "2")
+    drives = Lines(again.stdout)
     try:
-        time.sleep(3)  # several drives
+        drives.wait_for(lambda line: "attempted=" in line, "three drives", count=3)
     finally:
-        stop_worker(again)
+        again.terminate()
+        code = again.wait(60)
+    assert code == 0, drives.seen
     assert _began() == 1
     assert RateState.objects.get(job=JOB).tat == tat
     after = dict(

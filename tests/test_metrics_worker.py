@@ -21,7 +21,7 @@ from django_leasejobs.registry import registry
 from django_leasejobs.stats import lost_observers, observers
 from django_leasejobs.tasks import TASK_JOB
 from tests.processes import django_command, refused_usage
-from tests.utils import free_port, stop_worker, until
+from tests.utils import free_port, stop_worker, wait_for
 
 WAIT = 60
 #: Every label name a worker's metrics may use: none can hold a run's own values.
@@ -31,7 +31,7 @@ LABEL_NAMES = {"job_name", "queue", "outcome", "le"}
 def scrape(port: int) -> list | None:
     """Every sample the worker serves, or ``None`` while nothing listens yet."""
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=WAIT) as answer:
             text = answer.read().decode()
     except (urllib.error.URLError, ConnectionError):
         return None
@@ -79,9 +79,9 @@ def test_o2_w5_metrics_port_serves_the_growing_pass_counters_of_a_real_worker():
         str(port),
     )
     try:
-        assert until(lambda: completed(port) == 5, WAIT), (completed(port), worker.poll())
+        wait_for(lambda: completed(port) == 5, "five completed passes scraped", worker=worker)
         second = [start("tests.noop", instance=f"b{n}").run for n in range(4)]
-        assert until(lambda: completed(port) == 9, WAIT), completed(port)
+        wait_for(lambda: completed(port) == 9, "nine completed passes scraped", worker=worker)
         found = scrape(port)
     finally:
         if worker.poll() is None:
@@ -289,7 +289,7 @@ def test_o2_w5_open_connections_count_every_threads_own():
         threads = [threading.Thread(target=hold) for _ in range(2)]
         for thread in threads:
             thread.start()
-        assert until(lambda: tracker.count() == 3, WAIT), tracker.count()
+        wait_for(lambda: tracker.count() == 3, "three connections in use")
         release.set()
         for thread in threads:
             thread.join()

@@ -30,7 +30,7 @@ from tests.monitoring.shipped import (
     recordings,
 )
 from tests.processes import django_command, end
-from tests.utils import free_port, until
+from tests.utils import free_port, wait_for
 
 pytestmark = [pytest.mark.tools, pytest.mark.concurrency, pytest.mark.django_db(transaction=True)]
 
@@ -124,13 +124,15 @@ def test_o2_r4_a_real_prometheus_sees_job_name_a_first_failure_and_every_shipped
     for n in range(2):
         start(BETA, instance=f"b{n}")
     start(BROKEN)
-    assert until(
+    wait_for(
         lambda: (
             Run.objects.filter(job__in=[ALPHA, BETA], status=RunStatus.DONE).count() == 5
             and Run.objects.filter(job=BROKEN, status=RunStatus.FAILED).count() == 1
         ),
+        "the worker to drive the six runs",
         WAIT,
-    ), list(Run.objects.values_list("job", "queue", "status"))
+        worker=watched.worker,
+    )
 
     # The worker's own families, per job_name (Prometheus's `job` is the scrape job's).
     passes = f'sum by (job_name, outcome) (leasejobs_passes_total{{job="{WORKERS_JOB}"}}) > 0'

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from datetime import timedelta
 
 import pytest
@@ -14,8 +13,8 @@ from django_leasejobs.exceptions import InvalidNote
 from django_leasejobs.models import PausedQueue, Run
 from django_leasejobs.resting import due_in
 from tests.models import PassLog
-from tests.processes import django_command
-from tests.utils import fresh, statements, stop_worker, until
+from tests.processes import Lines, django_command
+from tests.utils import fresh, statements, stop_worker, wait_for
 
 pytestmark = pytest.mark.django_db
 
@@ -96,27 +95,37 @@ def test_w6_w1_a_paused_queues_due_runs_do_not_make_an_idle_worker_spin(define):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_w6_a_pass_in_flight_finishes_and_a_worker_sees_pause_and_resume():
+def test_w6_a_pass_in_flight_finishes_and_a_worker_sees_pause_and_resume(tmp_path):
     """With a real worker process: the pass in flight when the queue is paused finishes;
     the runs behind it wait until the queue is resumed, then are driven."""
-    first = start("tests.concurrent", {"sleep": 1.5}, instance="in-flight").run
+    gate = tmp_path / "paused"  # the pass in flight is held until the queue is paused
+    first = start("tests.concurrent", {"sleep": 60, "until_file": str(gate)}, instance="in-flight")
+    first = first.run
+    # -v 2: every drive prints its report, so the test counts drives, not seconds.
     worker = django_command(
-        "rundueJobs", "--loop", "--interval", "0.2", "--job", "tests.concurrent"
+        "rundueJobs", "--loop", "--interval", "0.2", "--job", "tests.concurrent", "-v", "2"
     )
+    drives = Lines(worker.stdout)
     try:
-        assert until(lambda: PassLog.objects.filter(run_id=first.pk).exists(), 60)
+        began = PassLog.objects.filter(run_id=first.pk)
+        wait_for(began.exists, "the first pass to begin", worker=worker)
         assert pause_queue("default", by="ops")
         behind = [start("tests.concurrent", {"sleep": 0}, instance=f"b{n}").run for n in range(3)]
-        assert until(lambda: fresh(first).status == RunStatus.DONE, 30)  # it finished
-        time.sleep(1.5)  # several drives of a worker polling every 0.2 s
+        gate.touch()
+        wait_for(lambda: fresh(first).status == RunStatus.DONE, "the pass in flight to finish")
+        drives.skip()
+        drives.wait_for(lambda line: "attempted=0" in line, "three drives after it", count=3)
         assert not PassLog.objects.filter(run_id__in=[run.pk for run in behind]).exists()
         assert resume_queue("default", by="ops")
-        assert until(
+        wait_for(
             lambda: Run.objects.filter(pk__in=[r.pk for r in behind], status="done").count() == 3,
-            30,
+            "the runs behind it, once resumed",
+            worker=worker,
         )
     finally:
-        stop_worker(worker)
+        worker.terminate()
+        code = worker.wait(60)
+    assert code == 0, drives.seen
 
 
 # -- revision 4: a pause stops the drive in progress ------------------------------------------

@@ -43,7 +43,7 @@ from tests.limit_helpers import (
 )
 from tests.test_deadlocks import deadlock
 from tests.test_driver import DRIVE, one_pass
-from tests.utils import fresh, statements
+from tests.utils import fresh, statements, wait_for
 
 pytestmark = pytest.mark.django_db
 
@@ -552,7 +552,7 @@ def test_c2_retention_keeps_a_slot_taken_while_it_prunes():
                 assert store_limits._take(free[:1], run.pk, owner)
                 assert BEGIN_LIMITED.run("default", run_id=run.pk, owner=owner, margin=SECOND)
                 taken.set()
-                assert release.wait(30)
+                assert release.wait(60)
         finally:
             connections.close_all()
 
@@ -564,20 +564,15 @@ def test_c2_retention_keeps_a_slot_taken_while_it_prunes():
 
     taking = threading.Thread(target=taker)
     taking.start()
-    assert taken.wait(30)
+    assert taken.wait(60)
     pruning = threading.Thread(target=pruner)
     pruning.start()
     try:
-        for _ in range(300):  # until the prune waits on the slot the taker holds
-            if _waiting_on_a_lock():
-                break
-            time.sleep(0.01)
-        else:
-            pytest.fail("the prune never waited on the slot being taken")
+        wait_for(_waiting_on_a_lock, "the prune to wait on the slot being taken", every=0.01)
     finally:
         release.set()
-        taking.join(30)
-        pruning.join(30)
+        taking.join(60)
+        pruning.join(60)
     assert pruned  # it ran to the end
     (slot_pk, _seen) = free[0]
     assert Slot.objects.filter(pk=slot_pk, run_id=run.pk, owner=owner).exists()

@@ -27,7 +27,7 @@ from django_leasejobs.compat import TaskResultStatus
 from django_leasejobs.models import Run, TaskAttempt
 from django_leasejobs.tasks import TASK_JOB
 from tests.models import Effect
-from tests.processes import command_env
+from tests.processes import command_env, spawned
 from tests.tasks import marked_nap
 from tests.utils import wait_for
 
@@ -36,7 +36,9 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.concurrency]
 WAIT = 60  # seconds: the longest any wait below may take before the test fails
 ABANDONED = "django_leasejobs.exceptions.PassAbandoned"
 TIMED_OUT = "django_leasejobs.exceptions.PassTimedOut"
-NAP = 30  # seconds: how long the timeout test's first attempt naps if never taken over
+#: Seconds the timeout test's first attempt naps if never taken over: twice WAIT, so that
+#: an attempt 2 seen within WAIT began while attempt 1 still napped, however busy the machine.
+NAP = 2 * WAIT
 FINISHED = {TaskResultStatus.SUCCESSFUL, TaskResultStatus.FAILED}
 
 
@@ -48,12 +50,14 @@ class Worker:
         env = command_env(LEASEJOBS_TEST_TASK_OPTIONS=json.dumps(options))
         command = ["rundueJobs", "--job", TASK_JOB, "--loop", "--interval", "0.1"]
         with log.open("w") as out:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "django", *command],
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                text=True,
+            self.process = spawned(  # ended by the test's teardown, whatever happened
+                subprocess.Popen(
+                    [sys.executable, "-m", "django", *command],
+                    env=env,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                )
             )
 
     @property
@@ -220,7 +224,7 @@ def test_l10_r10_past_its_timeout_a_napping_task_is_taken_over_while_it_still_na
     first = next(worker for worker in pool if worker.pid == started(result, 1).pid)
     second = next(worker for worker in pool if worker is not first)
 
-    started(result, 2, seconds=NAP - 10)  # not after attempt 1 woke by itself
+    started(result, 2, seconds=WAIT)  # not after attempt 1 woke by itself
     wait_for(lambda: "superseded=1" in first.output(), "the late return to be refused")
     final = outcome(result)
     for worker in pool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import signal
-import time
+import subprocess
 
 import pytest
 from django.db import OperationalError
@@ -14,17 +14,25 @@ from django_leasejobs.driver import DriveReport
 from django_leasejobs.models import Run, Step
 from django_leasejobs.worker import Worker
 from tests.models import Effect
-from tests.processes import django_command
+from tests.processes import Lines, django_command
+from tests.utils import wait_for
 
 WAIT = 60
 
 
+def _signalled_out(worker) -> bool:
+    """SIGTERM *worker* once more; whether it exited within a second (pacing the resends)."""
+    worker.send_signal(signal.SIGTERM)
+    try:
+        worker.wait(1)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
+
+
 def wait_until_started(worker, run):
-    deadline = time.monotonic() + WAIT
-    while not Effect.objects.filter(run_id=run.pk, name="started").exists():
-        assert worker.poll() is None, worker.communicate()
-        assert time.monotonic() < deadline, "the worker never started the pass"
-        time.sleep(0.05)
+    started = Effect.objects.filter(run_id=run.pk, name="started")
+    wait_for(started.exists, "the worker to start the pass", worker=worker)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -42,7 +50,10 @@ def test_stop_timeout_releases_the_pass_at_its_next_step_boundary_uncharged():
         "tests.stepwise",
     )
     try:
-        wait_until_started(worker, run)
+        # A step recorded before the signal: whatever the machine's load, the pass has
+        # done something to keep when its stop-timeout runs out.
+        recorded = Step.objects.filter(run=run, result__isnull=False)
+        wait_for(recorded.exists, "a step recorded", worker=worker)
         worker.send_signal(signal.SIGTERM)
         out, err = worker.communicate(timeout=WAIT)
     finally:
@@ -62,14 +73,22 @@ def test_stop_timeout_releases_the_pass_at_its_next_step_boundary_uncharged():
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.concurrency
 def test_a_second_signal_exits_at_once_and_leaves_the_lease_to_expire():
-    run = start("tests.stepwise", {"steps": 1, "step_seconds": 30}).run
-    worker = django_command("rundueJobs", "--loop", "--interval", "0.2", "--job", "tests.stepwise")
+    # A step of ten minutes: only the second signal explains an exit within WAIT.
+    run = start("tests.stepwise", {"steps": 1, "step_seconds": 600}).run
+    worker = django_command(  # -v 2: the first signal is logged as it is handled
+        "rundueJobs", "--loop", "--interval", "0.2", "--job", "tests.stepwise", "-v", "2"
+    )
+    said = Lines(worker.stderr)
     try:
         wait_until_started(worker, run)
         worker.send_signal(signal.SIGTERM)
-        time.sleep(0.2)
-        worker.send_signal(signal.SIGTERM)
-        worker.communicate(timeout=10)  # far less than the 30 s step
+        # Two signals sent before the first was handled would arrive as one (a
+        # pending signal is not queued twice): send the second once it was heard.
+        said.wait_for(lambda line: "Worker stopping" in line, "the first signal to be heard")
+        # The line is logged as the first signal is being handled; a signal that lands
+        # before that handling ends is handled inside it, as a first one again. So the
+        # later signal is sent until the worker exits: any exit within WAIT is one.
+        wait_for(lambda: _signalled_out(worker), "the worker to exit on a later signal")
     finally:
         if worker.poll() is None:
             worker.kill()

@@ -8,9 +8,7 @@ for a rollback.
 
 from __future__ import annotations
 
-import queue
 import signal
-import threading
 import time
 from datetime import timedelta
 
@@ -23,10 +21,13 @@ from django_leasejobs import Retry, RunStatus, start
 from django_leasejobs.listener import Listener
 from django_leasejobs.models import Run
 from django_leasejobs.worker import Worker
-from tests.processes import django_command
-from tests.utils import until
+from tests.processes import Lines, django_command, resting
+from tests.utils import wait_for
 
-WAIT = 30  # seconds: half the --interval of the W2 workers, so only a notification explains a wake
+WAIT = 60  # seconds: the longest any wait below may take before the test fails
+#: The --interval of a W2 worker that must be woken: ten times WAIT, so that only a
+#: notification explains a wake within WAIT, however busy the machine.
+ASLEEP = "600"
 
 
 # -- W1 backlog -----------------------------------------------------------------------------------
@@ -160,24 +161,6 @@ def test_w3_bad_max_seconds_is_refused(args):
 # -- W2 wake-up ----------------------------------------------------------------------------------
 
 
-class Lines:
-    """A worker process's output, line by line, as it comes."""
-
-    def __init__(self, stream):
-        self._lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=self._read, args=(stream,), daemon=True).start()
-
-    def _read(self, stream):
-        for line in stream:
-            self._lines.put(line)
-
-    def next(self, timeout: float) -> str | None:
-        try:
-            return self._lines.get(timeout=timeout)
-        except queue.Empty:
-            return None
-
-
 @pytest.fixture
 def listener():
     """A worker's LISTEN connection on PostgreSQL, closed after; ``None`` where it polls."""
@@ -210,26 +193,26 @@ def _stop(worker) -> str:
     return err
 
 
-def _wait_done(run, seconds: float) -> bool:
-    return until(lambda: Run.objects.get(pk=run.pk).status == RunStatus.DONE, seconds)
+def _wait_done(run, what: str, worker) -> None:
+    wait_for(lambda: Run.objects.get(pk=run.pk).status == RunStatus.DONE, what, worker=worker)
 
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.concurrency
 def test_w2_a_worker_on_listen_wakes_for_a_commit_and_not_for_a_rollback():
-    worker, lines = _worker(interval="60")
+    worker, lines = _worker(interval=ASLEEP)
     try:
         first = lines.next(WAIT)
         assert first is not None, _stop(worker)
         assert "attempted=0" in first  # the first drive found nothing; now it listens
         if connection.vendor != "postgresql":
-            # W2: SQLite and MariaDB poll. With a 60 s interval nothing wakes it early.
+            # W2: SQLite and MariaDB poll. With a long interval nothing wakes it early.
             # After its report the worker reads when its next run is due (W1): a start
             # landing before that read would be driven at once, rightly. Start it once
             # the worker is resting.
-            time.sleep(1)
+            wait_for(lambda: resting(worker), "the worker to rest", worker=worker)
             start("tests.noop", instance="kept")
-            assert lines.next(3) is None
+            assert lines.next(3) is None  # 3 s at least: a lower bound on the quiet seen
             return
         with transaction.atomic():
             start("tests.noop", instance="rolled-back")
@@ -239,7 +222,7 @@ def test_w2_a_worker_on_listen_wakes_for_a_commit_and_not_for_a_rollback():
         woke = lines.next(WAIT)
         assert woke is not None, "the worker slept through a committed start()"
         assert "completed=1" in woke
-        assert _wait_done(kept, 1)
+        _wait_done(kept, "the woken drive's run", worker)
     finally:
         err = _stop(worker)
     assert "polling" not in err, err
@@ -258,7 +241,7 @@ def test_w2_a_worker_that_hears_nothing_says_so_once_and_polls(listen):
     try:
         assert lines.next(WAIT) is not None
         run = start("tests.noop", instance="polled").run
-        assert _wait_done(run, WAIT), "a polling worker never picked the run up"
+        _wait_done(run, "a polling worker to pick the run up", worker)
     finally:
         err = _stop(worker)
     warned = err.count("LISTEN heard nothing of its own NOTIFY")
@@ -287,7 +270,7 @@ def test_w2_a_worker_whose_listen_connection_dies_polls_and_keeps_its_runs_movin
                 (killed,) = cursor.fetchone()
         assert killed == 1
         run = start("tests.noop", instance="after").run
-        assert _wait_done(run, WAIT), "the worker stopped driving when LISTEN was lost"
+        _wait_done(run, "the worker to drive on once LISTEN was lost", worker)
         assert worker.poll() is None
     finally:
         err = _stop(worker)

@@ -60,16 +60,28 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def until(predicate, seconds: float, every: float = 0.05) -> bool:
-    """Poll *predicate* until it holds or *seconds* pass; whether it held (one last look)."""
+def wait_for(condition, what, seconds: float = 60, *, every: float = 0.05, worker=None):
+    """Poll *condition* until it is true and return it; fail naming *what* after *seconds*.
+
+    The one way a test waits for something another process or thread does:
+    never a fixed sleep and then an assertion (the suite must pass on a busy
+    machine), always the condition itself, with a deadline generous enough
+    that only a hang reaches it. With a *worker* process (or a list of them),
+    fail at once if one exits meanwhile, showing its output. *what* may be a
+    function, called for the message on failure (to show what was left).
+    """
     import time
 
+    workers = [] if worker is None else worker if isinstance(worker, list | tuple) else [worker]
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
+    while not (found := condition()):
+        if time.monotonic() >= deadline:
+            said = what() if callable(what) else what
+            raise AssertionError(f"gave up waiting for {said} after {seconds} s")
+        for process in workers:
+            assert process.poll() is None, process.communicate()
         time.sleep(every)
-    return bool(predicate())
+    return found
 
 
 def stop_worker(worker, timeout: float = 60) -> tuple[str, str]:
@@ -80,22 +92,6 @@ def stop_worker(worker, timeout: float = 60) -> tuple[str, str]:
     out, err = worker.communicate(timeout=timeout)
     assert worker.returncode == 0, err
     return out, err
-
-
-def wait_for(condition, what: str, seconds: float = 60, *, every: float = 0.05, worker=None):
-    """Poll *condition* until it is true and return it; fail naming *what* after *seconds*.
-
-    With a *worker* process, fail at once if it exits meanwhile, showing its output.
-    """
-    import time
-
-    deadline = time.monotonic() + seconds
-    while not (found := condition()):
-        assert time.monotonic() < deadline, f"gave up waiting for {what}"
-        if worker is not None:
-            assert worker.poll() is None, worker.communicate()
-        time.sleep(every)
-    return found
 
 
 def at(hour: int, minute: int = 0, day: int = 1):

@@ -29,7 +29,7 @@ except ImportError:  # reported by the browser fixture, as a failure
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 INSTALL = "apt-get install -y chromium chromium-driver"
-WAIT = 10  # seconds: the live server answers in milliseconds; this only bounds a hang
+WAIT = 60  # seconds: the live server answers in milliseconds; this only bounds a hang
 
 #: Where the operators' guide (docs/operators.md) takes its screenshots from.
 #: They are rewritten only when asked (LEASEJOBS_SCREENSHOTS=1), so an ordinary

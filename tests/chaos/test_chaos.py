@@ -46,7 +46,8 @@ from django_leasejobs import RunStatus, start
 from django_leasejobs.models import Run, Schedule
 from tests.faults.audit import intervals, most_at_once
 from tests.models import Effect
-from tests.processes import command_env
+from tests.processes import command_env, spawned
+from tests.utils import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.chaos]
 
@@ -81,12 +82,12 @@ class Fleet:
     def spawn(self) -> None:
         env = command_env(LEASEJOBS_CHAOS_DIR=str(self.log_dir))
         with open(self.log_dir / f"worker-{self.started}.stderr", "w") as stderr:
-            worker = subprocess.Popen(
+            worker = spawned(subprocess.Popen(
                 [sys.executable, "-m", "django", "rundueJobs", "--loop", "--interval", "0.1",
                  "--limit", "5", "--job", JOB, "--job", CRON, "--job", LIMITED, "-v", "0",
                  *self.extra],
                 env=env, stdout=subprocess.DEVNULL, stderr=stderr,
-            )  # fmt: skip
+            ))  # fmt: skip
         self.workers.append(worker)
         self.started += 1
 
@@ -161,13 +162,6 @@ def add_bad_rows() -> tuple[list[str], datetime]:
     return bad, off_grid
 
 
-def wait_for(condition, seconds: float = 120) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "the database server did not restart in time"
-        time.sleep(0.2)
-
-
 def restart_database() -> None:
     """Restart the database server under the workers' feet (this machine's own server)."""
     if connection.vendor == "postgresql":
@@ -182,14 +176,24 @@ def restart_database() -> None:
         # mysqladmin returns as the server starts to shut down; start a new one
         # only once the old process is gone, or start-stop-daemon sees it running.
         gone = ["pgrep", "-x", "mariadbd"]
-        wait_for(lambda: subprocess.run(gone, capture_output=True, check=False).returncode)
+        wait_for(
+            lambda: subprocess.run(gone, capture_output=True, check=False).returncode,
+            "the old server to be gone",
+            120,
+            every=0.2,
+        )
         subprocess.run(
             ["start-stop-daemon", "--start", "--oknodo", "--background",
              "--exec", "/usr/sbin/mariadbd"],
             check=True, timeout=60,
         )  # fmt: skip
         ping = ["mysqladmin", *client, "ping"]
-        wait_for(lambda: subprocess.run(ping, capture_output=True, check=False).returncode == 0)
+        wait_for(
+            lambda: subprocess.run(ping, capture_output=True, check=False).returncode == 0,
+            "the database server to restart",
+            120,
+            every=0.2,
+        )
     connection.close()
 
 

@@ -13,6 +13,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+from tests.processes import spawned
 from tests.utils import free_port, tool, wait_for
 
 from .shipped import VIEW_JOB, WORKERS_JOB, rules_file
@@ -65,8 +66,10 @@ class Prometheus:
 
     def start(self, seconds: float) -> None:
         with self.log.open("w") as log:
-            self.process = subprocess.Popen(
-                self.command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            self.process = spawned(  # ended by the test's teardown, whatever happened
+                subprocess.Popen(
+                    self.command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+                )
             )
         wait_for(self.ready, "Prometheus to be ready", seconds)
 
@@ -74,7 +77,7 @@ class Prometheus:
         assert self.process is not None
         assert self.process.poll() is None, f"Prometheus exited:\n{self.tail()}"
         try:
-            with urllib.request.urlopen(f"{self.url}/-/ready", timeout=5) as answer:
+            with urllib.request.urlopen(f"{self.url}/-/ready", timeout=60) as answer:
                 return answer.status == 200
         except (urllib.error.URLError, ConnectionError):
             return False
@@ -86,7 +89,7 @@ class Prometheus:
         """``GET /api/v1/<path>``'s ``data``; a refusal raises :class:`PrometheusError`."""
         query = f"?{urllib.parse.urlencode(params)}" if params else ""
         try:
-            with urllib.request.urlopen(f"{self.url}/api/v1/{path}{query}", timeout=10) as answer:
+            with urllib.request.urlopen(f"{self.url}/api/v1/{path}{query}", timeout=60) as answer:
                 body = json.load(answer)
         except urllib.error.HTTPError as refused:  # 400, 422: the body says why
             body = json.load(refused)
