@@ -82,10 +82,12 @@ class Worker:
         if self._stopping.is_set() and signum is not None:
             logger.warning("Second signal %s: exiting now; held leases will expire", signum)
             os._exit(128 + signum)
-        if signum is not None:
-            logger.info("Worker stopping after the pass in flight (signal %s)", signum)
+        # Marked before the log line: a second signal can arrive while the first is
+        # being logged, and its handler, run inside this one, must see the first.
         self._stop_asked_at = time.monotonic()
         self._stopping.set()
+        if signum is not None:
+            logger.info("Worker stopping after the pass in flight (signal %s)", signum)
 
     def overdue(self) -> bool:
         """Whether a stop was asked more than ``stop_timeout`` seconds ago."""
