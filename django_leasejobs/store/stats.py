@@ -11,6 +11,17 @@ order, and a deadlock (MariaDB's gap locks) is simply run again.
 
 This is SQL the ORM does not write: ``bulk_create(update_conflicts=True)``
 sets a column to the new value, it cannot add to it.
+
+A flush waits at most :data:`LOCK_TIMEOUT` for a lock (F11): a migration, a
+``CREATE INDEX``, a ``VACUUM FULL`` or an operator's ``LOCK TABLE`` on the
+statistics table must not hold the drive that flushes -- and with it every
+pass -- for as long as it lasts. The statement fails instead, and its
+figures wait for the next flush (:mod:`django_leasejobs.stats`). On
+PostgreSQL ``SET LOCAL lock_timeout`` (this transaction only); on MariaDB
+``SET STATEMENT lock_wait_timeout=1, innodb_lock_wait_timeout=1 FOR`` (the
+table's metadata lock, then its rows; whole seconds); on MySQL the same
+through ``SET_VAR`` hints. SQLite has no table locks: a writer there holds
+the whole database, which every pass waits for anyway.
 """
 
 from __future__ import annotations
@@ -29,7 +40,11 @@ from .base import conflicts_retried
 if TYPE_CHECKING:
     from django_leasejobs.stats import Tally
 
-__all__ = ["Row", "add_stats"]
+__all__ = ["LOCK_TIMEOUT", "Row", "add_stats"]
+
+#: How long a flush waits for a lock on the statistics table, in seconds (F11);
+#: MariaDB and MySQL count whole seconds, so there it is 1.
+LOCK_TIMEOUT = 0.5
 
 _KEY = ("minute", "job", "queue", "outcome")
 _SUMMED = ("count", "total_seconds", *BUCKET_FIELDS)
@@ -50,14 +65,28 @@ def add_stats(rows: list[Row]) -> None:
     connection = connections[using]
     size = max(1, connection.ops.bulk_batch_size(list(_COLUMNS), rows) or len(rows))
     with transaction.atomic(using=using), connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(f"SET LOCAL lock_timeout = '{round(LOCK_TIMEOUT * 1000)}ms'")
         for start in range(0, len(rows), size):
             chunk = rows[start : start + size]
             sql = _upsert(connection.vendor, connection.ops.quote_name, len(chunk))
+            sql = _bounded(connection, sql)
             params: list[Any] = []
             for minute, job, queue, outcome, tally in chunk:
                 params += [connection.ops.adapt_datetimefield_value(minute), job, queue, outcome]
                 params += [tally.count, tally.total, *tally.buckets, tally.longest]
             cursor.execute(sql, params)
+
+
+def _bounded(connection: Any, sql: str) -> str:
+    """*sql* made to wait at most a second for a lock on MariaDB and MySQL (F11)."""
+    if connection.vendor != "mysql":
+        return sql  # PostgreSQL: SET LOCAL lock_timeout, once per transaction
+    wait = max(1, round(LOCK_TIMEOUT))
+    if getattr(connection, "mysql_is_mariadb", False):
+        return f"SET STATEMENT lock_wait_timeout={wait}, innodb_lock_wait_timeout={wait} FOR {sql}"
+    hints = f"/*+ SET_VAR(lock_wait_timeout={wait}) SET_VAR(innodb_lock_wait_timeout={wait}) */"
+    return sql.replace("INSERT INTO", f"INSERT {hints} INTO", 1)
 
 
 def _upsert(vendor: str, qn: Callable[[str], str], count: int) -> str:
