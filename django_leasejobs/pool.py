@@ -274,9 +274,11 @@ class Pool:
         del self._slots[thread]
         self._abandoned.append(thread)
         logger.warning(
-            "A pass on thread %s did not return past its timeout: the thread is abandoned%s",
+            "A pass on thread %s %s",
             thread.name,
-            "" if force else " and replaced",
+            "still runs as the worker stops: the thread is abandoned, its lease will expire"
+            if force
+            else "did not return past its timeout: the thread is abandoned and replaced",
         )
         self._done.put(Done(tag, error=Abandoned(f"pass still running on {thread.name}")))
         return True
