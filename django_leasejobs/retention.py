@@ -34,6 +34,7 @@ from .models import Missed, PassStat, Run, Step, TaskAttempt
 from .querysets import RunQuerySet
 from .schedules.store import disable_orphans, forget_runs, orphans
 from .store.limits import prune_idle
+from .store.stats import lock_wait_bounded
 
 __all__ = ["PruneReport", "prune", "prune_stats"]
 
@@ -139,13 +140,17 @@ def prune_stats(batch_size: int = 1000) -> int:
     """Delete pass statistics older than ``LEASEJOBS["STATS_RETENTION"]`` (O1); return how many.
 
     In batches by key, each its own short transaction, as runs are pruned.
+    Run by the drive's housekeeping: a lock on the table (a migration, an
+    operator's ``LOCK``) makes it give up after a short lock timeout rather
+    than hold the drive (F11); it runs again at the next prune.
     """
     using = router.db_for_write(PassStat)
     batch_size = _fitting(using, batch_size)
     old = PassStat.objects.using(using).filter(
         minute__lt=get_clock().now(using) - conf.STATS_RETENTION
     )
-    deleted = _delete_by_key(old, batch_size)
+    with lock_wait_bounded(using):
+        deleted = _delete_by_key(old, batch_size)
     if deleted:
         logger.info("Pass statistics pruned rows=%s", deleted)
     return deleted

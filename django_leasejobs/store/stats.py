@@ -26,7 +26,8 @@ the whole database, which every pass waits for anyway.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +41,7 @@ from .base import conflicts_retried
 if TYPE_CHECKING:
     from django_leasejobs.stats import Tally
 
-__all__ = ["LOCK_TIMEOUT", "Row", "add_stats"]
+__all__ = ["LOCK_TIMEOUT", "Row", "add_stats", "lock_wait_bounded"]
 
 #: How long a flush waits for a lock on the statistics table, in seconds (F11);
 #: MariaDB and MySQL count whole seconds, so there it is 1.
@@ -76,6 +77,36 @@ def add_stats(rows: list[Row]) -> None:
                 params += [connection.ops.adapt_datetimefield_value(minute), job, queue, outcome]
                 params += [tally.count, tally.total, *tally.buckets, tally.longest]
             cursor.execute(sql, params)
+
+
+@contextmanager
+def lock_wait_bounded(using: str) -> Iterator[None]:
+    """Statements on *using*'s connection in this block wait at most :data:`LOCK_TIMEOUT`
+    for a lock (F11), each in whatever transactions it makes: the session's setting,
+    put back afterwards. For the statistics' prune (housekeeping, on the drive's path)."""
+    connection = connections[using]
+    if connection.vendor not in ("postgresql", "mysql"):
+        yield
+        return
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(f"SET lock_timeout = '{round(LOCK_TIMEOUT * 1000)}ms'")
+            restore = "RESET lock_timeout"
+        else:
+            cursor.execute("SELECT @@SESSION.lock_wait_timeout, @@SESSION.innodb_lock_wait_timeout")
+            metadata, rows = cursor.fetchone()
+            wait = max(1, round(LOCK_TIMEOUT))
+            cursor.execute(f"SET SESSION lock_wait_timeout={wait}, innodb_lock_wait_timeout={wait}")
+            restore = (
+                f"SET SESSION lock_wait_timeout={int(metadata)}, "
+                f"innodb_lock_wait_timeout={int(rows)}"
+            )
+    try:
+        yield
+    finally:
+        if connection.is_usable():
+            with connection.cursor() as cursor:
+                cursor.execute(restore)
 
 
 def _bounded(connection: Any, sql: str) -> str:
