@@ -1,9 +1,9 @@
 """F10: connections refused never wedge a worker (SPEC §17, W5's N + 2, §13).
 
-Real ``rundueJobs --loop --concurrency 3`` workers connect as a role of their own
+Real ``rundueJobs --loop --concurrency 4`` workers connect as a role of their own
 whose connections are capped -- PostgreSQL's ``CONNECTION LIMIT``, MariaDB's
 ``MAX_USER_CONNECTIONS`` -- well below what three workers may hold (3 x (N + 2)
-= 15 against 6): the same refusals as a server at ``max_connections``, without
+= 18 against 6): the same refusals as a server at ``max_connections``, without
 touching the shared server's setting. Before revision 4, with Django's default
 ``CONN_MAX_AGE = 0``, idle pass threads kept their connections while the drive,
 which reconnects every drive, could not get one: the workers stopped with runs
@@ -123,12 +123,12 @@ def _connects(url: str) -> bool:
 def test_f10_workers_beyond_the_connection_limit_drive_every_run_and_give_connections_back(
     capped_role,
 ):
-    """Three workers of N = 3 (N + 2 = 5 each) on a role capped at 6 connections:
-    all 60 runs are driven (none lost, none failed), and once they are done, the
+    """Three workers of N = 4 (N + 2 = 6 each) on a role capped at 6 connections:
+    all 60 runs (passes of 0.2 s, so every thread is wanted) are driven (none lost, none failed), and once they are done, the
     idle workers -- still running -- leave room for another client of the role."""
     url, _name = capped_role
-    runs = [start(BRIEF, instance=f"r{n}").run.pk for n in range(60)]
-    base = ["rundueJobs", "--loop", "--interval", "0.2", "--concurrency", "3", "--json"]
+    runs = [start(BRIEF, {"sleep": 0.2}, instance=f"r{n}").run.pk for n in range(60)]
+    base = ["rundueJobs", "--loop", "--interval", "0.2", "--concurrency", "4", "--json"]
     fleet = [django_command(*base, "--job", BRIEF, env={"DATABASE_URL": url}) for _ in range(3)]
     try:
         done = Run.objects.filter(pk__in=runs, status=RunStatus.DONE)
