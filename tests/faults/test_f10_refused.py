@@ -3,7 +3,7 @@
 Real ``rundueJobs --loop --concurrency 4`` workers connect as a role of their own
 whose connections are capped -- PostgreSQL's ``CONNECTION LIMIT``, MariaDB's
 ``MAX_USER_CONNECTIONS`` -- well below what three workers may hold (3 x (N + 2)
-= 18 against 6): the same refusals as a server at ``max_connections``, without
+= 18 against 4): the same refusals as a server at ``max_connections``, without
 touching the shared server's setting. Before revision 4, with Django's default
 ``CONN_MAX_AGE = 0``, idle pass threads kept their connections while the drive,
 which reconnects every drive, could not get one: the workers stopped with runs
@@ -34,7 +34,7 @@ pytestmark = [
 ]
 
 WAIT = 90  # seconds: generous, for a busy machine
-LIMIT = 6  # connections the workers' role may hold at once
+LIMIT = 4  # connections the workers' role may hold at once
 PASSWORD = "f10-not-secret"
 
 
@@ -123,9 +123,10 @@ def _connects(url: str) -> bool:
 def test_f10_workers_beyond_the_connection_limit_drive_every_run_and_give_connections_back(
     capped_role,
 ):
-    """Three workers of N = 4 (N + 2 = 6 each) on a role capped at 6 connections:
-    all 60 runs (passes of 0.2 s, so every thread is wanted) are driven (none lost, none failed), and once they are done, the
-    idle workers -- still running -- leave room for another client of the role."""
+    """Three workers of N = 4 (N + 2 = 6 each) on a role capped at 4 connections:
+    all 60 runs (passes of 0.2 s, so every thread is wanted) are driven, none lost
+    or failed, and once they are done the idle workers -- still running -- leave
+    room for another client of the role."""
     url, _name = capped_role
     runs = [start(BRIEF, {"sleep": 0.2}, instance=f"r{n}").run.pk for n in range(60)]
     base = ["rundueJobs", "--loop", "--interval", "0.2", "--concurrency", "4", "--json"]
