@@ -239,12 +239,13 @@ class Worker:
 
         A throttled run's release, a retry's back-off, a ``Defer``: without
         this, a rate-limited backlog would drain at one begin per interval.
-        After a drive that could not run, the full interval: the database is
-        not asked again until then.
+        After a drive that could not run (or lost a connection), a back-off
+        from :data:`RETRY_FIRST` doubling up to ``interval`` (F10): the
+        database is not asked again in a tight loop.
         """
         if self._failures:
             # F10: not a tight loop, nor a full interval while connections come and go.
-            backoff = RETRY_FIRST * 2 ** min(self._failures - 1, 16)
+            backoff: float = RETRY_FIRST * 2.0 ** min(self._failures - 1, 16)
             return min(self.interval, backoff * random.uniform(0.75, 1.25))
         rest = self.interval
         flush = aggregate.due_in()  # O1: an idle worker writes its last figures in time
