@@ -72,3 +72,21 @@ def test_f13_hung_handlers_cost_their_threads_and_sigterm_still_ends_the_worker(
     assert len(abandoned) >= 2, (out, err)  # the two threads the first attempts hung
     assert "did not return past its timeout: the thread is abandoned and replaced" in err
     assert "still runs as the worker stops: the thread is abandoned" in err  # the long one
+
+
+def test_f13_sigterm_ends_a_one_thread_worker_whose_own_thread_is_hung():
+    """``--concurrency 1``: the loop's own thread runs the pass, and its handler never
+    returns. Nothing can replace that thread, but SIGTERM with ``--stop-timeout``
+    still ends the process: its watchdog logs why and exits with 128 + SIGTERM."""
+    hung = start(HUNG_LONG, {"hang": True}, instance="one").run
+    worker = _worker("--concurrency", "1")
+    try:
+        ready([worker])
+        began = Run.objects.filter(pk=hung.pk, lease_began_at__isnull=False)
+        wait_for(began.exists, "the pass hung on the loop's own thread", WAIT, worker=worker)
+        worker.send_signal(signal.SIGTERM)
+        _out, err = worker.communicate(timeout=WAIT)  # ended: not hung for ever
+    finally:
+        end(worker)
+    assert worker.returncode == 128 + signal.SIGTERM, err
+    assert "a handler does not return; exiting, its lease will expire" in err
