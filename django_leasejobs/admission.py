@@ -60,7 +60,8 @@ def admit(claimed: Claimed, spec: Job, *, took_over: bool) -> Lease | Outcome:
     if spec.per_run is not None and unreadable is None:
         spec = spec.per_run(run)  # a task's own retry policy, timeout and repeat rule (§9)
     lease = Lease(run, spec, claimed.owner, claimed.countdown, PassRecord(spec.timeout))
-    if took_over and (not spec.safe_to_repeat or spec.retry.exhausted(run.attempts)):
+    judged = took_over or _takeover_unjudged(run)
+    if judged and (not spec.safe_to_repeat or spec.retry.exhausted(run.attempts)):
         return _taken_over(lease)
     if claimed.begun is None:
         if (refused := _begin(lease)) is not None:
@@ -76,6 +77,21 @@ def admit(claimed: Claimed, spec: Job, *, took_over: bool) -> Lease | Outcome:
         return fail(lease, FailureCode.DECODE_FAILED, f"UnreadableRow: {unreadable.reason}")
     lease.record.begin()
     return lease
+
+
+def _takeover_unjudged(run: Run) -> bool:
+    """Whether a takeover charged *run* and no pass has been judged since (F3, L3).
+
+    A takeover claim charges the interrupted pass, writes ``lease_expired``
+    and clears the begun lease; the pass that made it then holds the run,
+    fails it, or runs it. When that claim's reply was lost and its worker
+    died before giving it back, the run falls due as an unbegun claim, and
+    the next claim -- a fresh one -- would run a handler L3 says must be
+    held, or one whose retry policy is spent: the failure the takeover wrote
+    says it was one. (A run that is retried after such a takeover also reads
+    so; judged again, it passes the same way: safe to repeat, attempts left.)
+    """
+    return run.failure_code == FailureCode.LEASE_EXPIRED and run.status == RunStatus.RUNNING
 
 
 def _taken_over(lease: Lease) -> Outcome:

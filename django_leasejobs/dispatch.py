@@ -216,8 +216,14 @@ class Walk:
                 self.limited.reached(key.job, outcome.throttle)
 
     def finish(self) -> None:
-        """The drive's end: claims not reached given back, limited runs held back (C4)."""
-        if not self.report.aborted:
+        """The drive's end: claims not reached given back, limited runs held back (C4).
+
+        A drive whose connection was lost sets its claims aside instead: given
+        back uncharged once the database answers again (F3).
+        """
+        if self.report.aborted:
+            self.claims.set_aside()
+        else:
             self.claims.give_back()
             self.report.throttled += self.limited.hold_back(self.report)
 

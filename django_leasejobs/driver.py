@@ -20,6 +20,7 @@ from .clock import get_clock
 from .conf import conf
 from .dispatch import DueKey, Walk, walk
 from .dispatcher import Dispatcher
+from .errors import drop_lost_connections
 from .holder import current_holder, is_gone
 from .housekeeping import chores
 from .models import Run
@@ -29,6 +30,7 @@ from .rejudging import rejudge_limits
 from .report import DriveReport, Note
 from .routing import queue_problem
 from .store.sql import Select
+from .store.unanswered import give_back_unanswered
 
 __all__ = ["DriveReport", "Note", "finish", "run_due_jobs"]
 
@@ -238,6 +240,10 @@ def run_due_jobs(
             own.drive(state, wait=True)
         finally:
             own.close()
+    # F4: a connection the database ended during the walk is opened anew for what follows;
+    # F3: what the walk abandoned on it is given back, if the database answers.
+    drop_lost_connections()
+    give_back_unanswered()
     chores.run(report)
     logger.debug("Drive finished %s", report.summary())
     return report
@@ -273,6 +279,7 @@ def concurrency_of(concurrency: int | None) -> int:
 
 
 def _before_snapshot(specs: list[Job], queues: tuple[str, ...] | None, report: DriveReport) -> None:
-    """What may make runs due now, done before the snapshot reads them (C5, L9)."""
+    """What may make runs due now, done before the snapshot reads them (C5, L9, F3)."""
+    give_back_unanswered()
     rejudge_limits(specs, report)
     _release_dead_holders(specs, queues, conf.SCAN_MAX, report)

@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ImproperlyConfigured, ValidationError
+from django.db import OperationalError
 
 from .policy import MAX_DELAY, Retry
 
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from .states import RunNowRefusal
 
 __all__ = [
+    "DatabaseFull",
     "DecodeFailed",
     "Defer",
     "DrivesExhausted",
@@ -129,6 +131,26 @@ class InvalidNote(LeaseJobsError, ValueError):
 
 class StartContended(LeaseJobsError):
     """A start neither inserted a run nor joined the live one: its key kept changing hands."""
+
+
+class DatabaseFull(LeaseJobsError, OperationalError):
+    """The database is full: it could not grow to store the new run, and nothing was written.
+
+    F8: SQLite at its ``max_page_count`` or out of disk, a MariaDB table full,
+    a PostgreSQL tablespace out of space. Raised by ``start()``,
+    ``start_many()`` and every other way a run begins, with the job named; the
+    driver's own message (which can quote a file path) stays on
+    ``__cause__``, never in the message. An ``OperationalError``, as the
+    driver's error was, so existing ``except DatabaseError`` handling holds.
+    """
+
+    def __init__(self, job: str) -> None:
+        super().__init__(
+            f"Could not start a run of {job!r}: the database is full (it cannot grow to "
+            "store the run); nothing was written. Free space, or raise the database's "
+            "limit, and start it again."
+        )
+        self.job = job
 
 
 # -- operators' refusals --------------------------------------------------------------------

@@ -9,7 +9,10 @@ database clock, sent on the thread's own connection (Django's connections
 are per thread), which the thread closes when it ends.
 
 A renewal that finds the lease gone marks the pass lost: its later writes
-are refused (L6) and its outcome is ``superseded``. Past the job's
+are refused (L6) and its outcome is ``superseded``. A renewal that fails on a
+connection the database ended (F4) is sent again at once on a new one: the
+pass loses its lease only if the lease really ran out, never for the loss of
+a connection. Past the job's
 ``timeout`` the thread stops renewing, so the lease runs out and the run is
 taken over (charged, L3) even if the handler never returns: the timeout is
 what bounds a pass that hangs, not the life of its process.
@@ -25,7 +28,7 @@ from typing import TYPE_CHECKING
 from django.db import DatabaseError, connections
 
 from . import store
-from .errors import one_line
+from .errors import drop_lost_connections, one_line
 from .leases import Countdown
 from .verdicts import Verdict
 
@@ -74,21 +77,30 @@ class Heartbeat:
                 if lease.record.timed_out():
                     return  # R10: let the lease run out; the run will be taken over
                 sent = Countdown.now()
-                try:
-                    held = store.renew(
-                        lease.run_id, lease.owner, countdown.lease, strict=countdown.strict
-                    )
-                except DatabaseError as exc:
-                    # The lease may well still hold: try again at the next beat.
-                    logger.warning(
-                        "Heartbeat of run id=%s could not renew its lease (%s)",
-                        lease.run_id,
-                        one_line(exc),
-                    )
-                    continue
+                held = self._renew()
+                if held is None:
+                    continue  # the lease may well still hold: try again at the next beat
                 if not held:
                     lease.record.decide(Verdict.LOST)
                     return
                 countdown.renewed(sent)
         finally:
             connections.close_all()  # this thread's connections only
+
+    def _renew(self) -> bool | None:
+        """L7's renewal; ``None`` when it could not be sent, even on a new connection (F4)."""
+        lease = self._lease
+        for again in (False, True):
+            try:
+                return store.renew(
+                    lease.run_id, lease.owner, lease.countdown.lease, strict=lease.countdown.strict
+                )
+            except DatabaseError as exc:
+                logger.warning(
+                    "Heartbeat of run id=%s could not renew its lease (%s)%s",
+                    lease.run_id,
+                    one_line(exc),
+                    "" if again else "; again on a new connection",
+                )
+                drop_lost_connections()  # a connection the database ended opens anew
+        return None

@@ -35,6 +35,7 @@ from .holder import current_holder
 from .leases import Claimed, Countdown
 from .store import alias
 from .store.ahead import give_back, owner_of, take_ahead
+from .store.unanswered import note
 
 if TYPE_CHECKING:
     from .registry import Job
@@ -208,13 +209,22 @@ class Claims:
                     by_prefix[prefix].append(run_id)
                 self._held.clear()
             given = 0
-            try:
-                for prefix, run_ids in by_prefix.items():
+            for prefix, run_ids in by_prefix.items():
+                try:
                     given += give_back(prefix, run_ids)
-            except DatabaseError as exc:
-                # Their leases simply expire; never begun, they cost nothing then either.
-                logger.warning("Claims made ahead could not be given back: %s", describe(exc))
+                except DatabaseError as exc:
+                    # Never begun, they cost nothing; given back once the database answers (F3).
+                    logger.warning("Claims made ahead could not be given back: %s", describe(exc))
+                    for run_id in run_ids:
+                        note(run_id, owner_of(prefix, run_id))
         return given
+
+    def set_aside(self) -> None:
+        """A drive cut off from the database: give its claims back once it answers (F3)."""
+        with self._returning, self._lock:
+            for run_id, (prefix, _claimed) in self._held.items():
+                note(run_id, owner_of(prefix, run_id))
+            self._held.clear()
 
 
 class Keeper:

@@ -7,7 +7,9 @@ a ``--loop`` worker keeps its own (§13). After the worker rested -- never
 between the back-to-back drives of a backlog -- each thread lets go of a
 connection past ``CONN_MAX_AGE`` or broken (``close_old_connections``)
 before its next pass; when the pool closes, every thread closes its
-connections and ends.
+connections and ends. A connection the database ended while a call ran
+(``pg_terminate_backend``, ``KILL``) is closed when the call ends, so the
+thread's next pass opens a new one (F4) instead of failing on the old.
 
 Idle threads give their connections back (F10). A thread that has waited
 :data:`IDLE_CLOSE` for a call closes its connection unless the site asked
@@ -42,6 +44,8 @@ from contextlib import contextmanager
 from typing import Any, NamedTuple
 
 from django.db import close_old_connections, connections
+
+from .errors import drop_lost_connections
 
 __all__ = ["HUNG_GRACE", "IDLE_CLOSE", "Abandoned", "Done", "Pool", "Unstarted", "bounded"]
 
@@ -298,6 +302,10 @@ class Pool:
                 except BaseException as exc:  # handed back, never lost with the thread
                     done = Done(task.tag, error=exc)
                     close_old_connections()  # a broken connection is reopened next time
+                else:
+                    # A database error the call handed back as a value (a pass's, D4):
+                    # a connection it left unusable is reopened on next use (F4).
+                    drop_lost_connections()
                 with slot.lock:
                     abandoned = slot.abandoned
                     slot.tag = slot.deadline = None

@@ -56,7 +56,7 @@ __all__ = ["Worker"]
 logger = logging.getLogger("django_leasejobs")
 
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
-#: How long a worker that lost its LISTEN connection polls before trying LISTEN again.
+#: How long a worker whose LISTEN could not be opened again polls before trying it again.
 LISTEN_RETRY = 60.0
 #: A rest that ends for a statistics flush (O1) ends this much after it is due.
 FLUSH_SLACK = 0.01
@@ -267,14 +267,21 @@ class Worker:
                 self._lost_listener(exc)
 
     def _lost_listener(self, exc: Exception) -> None:
+        """The LISTEN connection is gone: poll, and LISTEN again after the next rest (W2, F4).
+
+        The database ended that one connection (``pg_terminate_backend``, an
+        idle timeout) far more often than it went away: a new one, opened at
+        the next rest, listens again. Only if that fails too does the worker
+        poll for :data:`LISTEN_RETRY` before trying again.
+        """
         logger.warning("LISTEN connection lost (%s): polling", one_line(exc))
         if self._listener is not None:
             self._listener.close()
         self._listener = None
-        self._listen_at = time.monotonic() + LISTEN_RETRY
+        self._listen_at = time.monotonic()
 
     def _listen_again(self) -> None:
-        """After the LISTEN connection was lost (a database restart), try it again, now and then."""
+        """After the LISTEN connection was lost, open it again: now, then now and then."""
         if self._listen_at is not None and time.monotonic() >= self._listen_at:
             self._listener = Listener.open()
             self._listen_at = None if self._listener else time.monotonic() + LISTEN_RETRY

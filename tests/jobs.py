@@ -7,6 +7,7 @@ from datetime import timedelta
 
 from django_leasejobs import Limit, Rate, Retry, job
 from tests.faults import stall_jobs as _stall_jobs  # noqa: F401 - F10, F11, F13's jobs
+from tests.faults import work as _f678_jobs  # noqa: F401  (F6-F8's jobs, tests.f678.*)
 
 
 @contextmanager
@@ -431,3 +432,8 @@ def monitored_beta(p):
 @job("tests.monitored.broken", retry=Retry(max_attempts=1))
 def monitored_broken(p):
     raise RuntimeError("broken on purpose: its first failed pass must alert (O2)")
+
+
+# The fault tests' jobs (§17) live beside their tests; registered here, where every
+# worker process finds the tests app's jobs.
+from tests.faults import jobs as _fault_jobs  # noqa: E402, F401

@@ -100,6 +100,17 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.mysql":
 if os.environ.get("LEASEJOBS_TEST_DB_NAME"):
     DATABASES["default"]["NAME"] = os.environ["LEASEJOBS_TEST_DB_NAME"]
 
+# The fault tests (tests/faults/) point a worker at their TCP proxy -- the same server on
+# another port -- and give it the connection options the deployment guide names (F2):
+# LEASEJOBS_TEST_DB_OPTIONS is JSON merged into OPTIONS.
+if os.environ.get("LEASEJOBS_TEST_DB_PORT"):
+    DATABASES["default"]["PORT"] = os.environ["LEASEJOBS_TEST_DB_PORT"]
+if os.environ.get("LEASEJOBS_TEST_DB_OPTIONS"):
+    DATABASES["default"]["OPTIONS"] = {
+        **DATABASES["default"].get("OPTIONS", {}),
+        **json.loads(os.environ["LEASEJOBS_TEST_DB_OPTIONS"]),
+    }
+
 # Tests log users in by the dozen; the default hasher's 1 000 000 rounds would
 # cost a quarter of a second each time.
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
@@ -116,6 +127,9 @@ if _listen == "elsewhere":
 elif _listen == "off":
     LEASEJOBS = {"NOTIFY": False}
 
-# The whole suite once more with a start's and a pass's statements prepared (§13).
+# The whole suite once more with a start's and a pass's statements prepared (§13);
+# "off" for a worker whose statements a fault proxy must see whole (F3: psycopg sends a
+# statement to prepare in a round trip of its own, then only its name and values).
 if os.environ.get("LEASEJOBS_TEST_PREPARE"):
-    LEASEJOBS = {**globals().get("LEASEJOBS", {}), "PREPARE": True}
+    _prepare = os.environ["LEASEJOBS_TEST_PREPARE"] != "off"
+    LEASEJOBS = {**globals().get("LEASEJOBS", {}), "PREPARE": _prepare}

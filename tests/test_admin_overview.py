@@ -18,9 +18,16 @@ from django.db import connection
 from django_leasejobs import RunStatus, pause_queue, start
 from django_leasejobs.admin.overview import SPANS, bounds
 from django_leasejobs.figures import FAILURE_SCAN, coarse_window, last_failure, window
-from django_leasejobs.models import PassStat, Run
+from django_leasejobs.models import Run
 from tests.factories import RunFactory, ScheduleFactory
-from tests.utils import on_sqlite_only, stat_columns, store_text, user_with
+from tests.utils import (
+    flushed_stat,
+    half_hour_row,
+    on_sqlite_only,
+    stat_columns,
+    store_text,
+    user_with,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -109,9 +116,8 @@ def viewer(client):
 
 
 def stat(minute, job="t.a", outcome="completed", count=1, queue="q", **figures):
-    return PassStat.objects.create(
-        minute=minute, job=job, queue=queue, outcome=outcome, count=count, **figures
-    )
+    """A minute's statistics row, added to its half-hour's as a flush adds it (O1)."""
+    return flushed_stat(minute, job=job, queue=queue, outcome=outcome, count=count, **figures)
 
 
 @pytest.fixture
@@ -226,11 +232,12 @@ def test_o4_each_job_has_its_p50_and_p95_and_failure_rate(viewer, history):
 
 
 def test_o4_coarse_window_sums_per_interval_what_window_reads_per_minute(history):
+    # Each its own key: a half-hour holds the sum of its key's minutes.
     stat(history - 90 * MINUTE, outcome="exploded", count=2)  # unreadable: outcome
-    stat(history - 91 * MINUTE, count=-1)  # unreadable: a negative count
-    stat(history - 92 * MINUTE, count=1, le_00=3)  # unreadable: more in its buckets than passes
+    stat(history - 91 * MINUTE, count=-1, queue="q-1")  # unreadable: a negative count
+    stat(history - 92 * MINUTE, count=1, le_00=3, queue="q-2")  # more in its buckets than passes
     if connection.vendor != "mysql":  # MariaDB stores no infinity
-        stat(history - 93 * MINUTE, count=1, total_seconds=float("inf"))  # unreadable: no time
+        stat(history - 93 * MINUTE, count=1, total_seconds=float("inf"), queue="q-3")  # no time
     bad = 3 if connection.vendor == "mysql" else 4
     for key in ("day", "week"):
         span = SPANS[key]
@@ -252,13 +259,13 @@ def test_o4_coarse_window_sums_per_interval_what_window_reads_per_minute(history
 def test_o4_s11_malformed_statistics_rows_are_shown_as_unreadable_never_a_500(
     viewer, frozen_clock, key
 ):
-    at = frozen_clock.now() - 5 * MINUTE
+    at = frozen_clock.now() - 5 * MINUTE  # each row its own key, in its minute and half-hour
     stat(at, outcome="exploded", count=3)
-    stat(at - MINUTE, count=-2)
-    stat(at - 2 * MINUTE, count=1, le_00=5)
+    stat(at - MINUTE, count=-2, queue="q-1")
+    stat(at - 2 * MINUTE, count=1, le_00=5, queue="q-2")
     stat(at - 3 * MINUTE, count=2, le_00=2, total_seconds=0.004)  # the one good row
     if connection.vendor == "postgresql":
-        stat(at - 4 * MINUTE, count=1, total_seconds=float("nan"))
+        stat(at - 4 * MINUTE, count=1, total_seconds=float("nan"), queue="q-4")
     bad = 4 if connection.vendor == "postgresql" else 3
     response = viewer.get(OVERVIEW, {"window": key})
     assert response.status_code == 200
@@ -273,9 +280,9 @@ def test_o4_s11_sums_past_what_the_database_holds_are_never_a_500(viewer, frozen
     to infinity, MariaDB to zero. Summed (a day, a week), the page says it cannot read the
     figures, or counts the rows of that sum as unreadable; minute by minute nothing is summed."""
     at = frozen_clock.now() - 5 * MINUTE
-    for n in range(2):
-        stat(at - n * MINUTE, count=1, total_seconds=1.5e308, le_13=1)
-    stat(at - 2 * MINUTE, count=2**53 + 1)  # not a whole count as a float: unreadable
+    for n in range(2):  # in two half-hours: what is summed is the window's, not a half-hour's
+        stat(at - 31 * n * MINUTE, count=1, total_seconds=1.5e308, le_13=1)
+    stat(at - 2 * MINUTE, count=2**53 + 1, queue="q2")  # not a whole count as a float: unreadable
     hour = viewer.get(OVERVIEW)
     assert hour.status_code == 200
     assert Page(hour.content.decode()).jobs()["t.a"][0] == "2"
@@ -301,7 +308,9 @@ def test_o4_s11_text_in_a_number_column_is_counted_unreadable_never_a_500(
     at = frozen_clock.now() - 5 * MINUTE
     stat(at, count=2, le_00=2, total_seconds=0.004, max_seconds=0.003)
     stat(at, outcome="retrying", count=1, le_07=1, total_seconds=0.9, max_seconds=0.9)
-    store_text(stat(at - MINUTE, count=3, total_seconds=900.0, max_seconds=400.0), column)
+    bad = stat(at - MINUTE, count=3, total_seconds=900.0, max_seconds=400.0, queue="q2")
+    store_text(bad, column)
+    store_text(half_hour_row(bad), column)  # as a restore or a hand edit of both tables
     response = viewer.get(OVERVIEW, {"window": key})
     assert response.status_code == 200
     text = response.content.decode()

@@ -10,10 +10,17 @@ from django.test.utils import CaptureQueriesContext
 
 from django_leasejobs import RunStatus, pause_queue
 from django_leasejobs.figures import attention, coarse_window, percentile, queues, window
-from django_leasejobs.models import PassStat
 from django_leasejobs.models.observability import BUCKETS
 from tests.factories import RunFactory
-from tests.utils import due_in_queue, on_sqlite_only, stat_columns, statements, store_text
+from tests.utils import (
+    due_in_queue,
+    flushed_stat,
+    half_hour_row,
+    on_sqlite_only,
+    stat_columns,
+    statements,
+    store_text,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -63,10 +70,9 @@ def test_s6_o2_stalled_counts_each_run_against_its_own_jobs_stall_after(define, 
     assert attention(now).stalled == 4
 
 
-def _stat(minute, outcome="completed", count=1, **extra):
-    return PassStat.objects.create(
-        minute=minute, job="t.f", queue="q", outcome=outcome, count=count, **extra
-    )
+def _stat(minute, outcome="completed", count=1, queue="q", **extra):
+    """A minute's statistics row, added to its half-hour's as a flush adds it (O1)."""
+    return flushed_stat(minute, job="t.f", queue=queue, outcome=outcome, count=count, **extra)
 
 
 def test_o4_a_window_folds_its_minutes_into_intervals_outcomes_and_jobs(frozen_clock):
@@ -114,8 +120,9 @@ def test_o4_s11_text_in_a_number_column_is_unreadable_minute_by_minute_and_summe
     """SQLite keeps text in a number's column: never summed as 0, never a float() that raises."""
     at = frozen_clock.now().replace(second=0, microsecond=0) - 10 * MINUTE
     _stat(at, count=2, le_00=2, total_seconds=0.004, max_seconds=0.003)
-    bad = _stat(at + MINUTE, count=3, total_seconds=900.0, max_seconds=400.0)  # past 300 s
+    bad = _stat(at + MINUTE, count=3, total_seconds=900.0, max_seconds=400.0, queue="q2")  # 300 s+
     store_text(bad, column)
+    store_text(half_hour_row(bad), column)  # as a restore or a hand edit of both tables
     since, until = at - 20 * MINUTE, at + 40 * MINUTE
     for found in (window(since, until, MINUTE), coarse_window(since, until, 30 * MINUTE)):
         assert found.unreadable == 1

@@ -14,13 +14,23 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from django_leasejobs.models import Missed, Run, Schedule, Step, TaskAttempt
-from django_leasejobs.retention import PruneReport, prune
+from django_leasejobs.conf import conf
+from django_leasejobs.models import (
+    Missed,
+    PassStat,
+    PassStatHalfHour,
+    Run,
+    Schedule,
+    Step,
+    TaskAttempt,
+)
+from django_leasejobs.retention import PruneReport, prune, prune_stats
 from django_leasejobs.states import LIVE_STATUSES, RunStatus
 from tests.factories import MissedFactory, RunFactory, ScheduleFactory, StepFactory
-from tests.utils import relations_to, statements
+from tests.utils import flushed_stat, relations_to, statements
 
 DAY = timedelta(days=1)
+MINUTE = timedelta(minutes=1)
 FINISHED = [RunStatus.DONE, RunStatus.FAILED, RunStatus.CANCELLED]
 
 
@@ -396,3 +406,20 @@ def test_s7_command_database_error_is_a_one_line_command_error(monkeypatch):
     assert str(info.value) == (
         "the prune could not run: OperationalError: server closed the connection unexpectedly"
     )
+
+
+@pytest.mark.django_db
+def test_o1_half_hours_past_stats_retention_are_pruned_by_the_minutes_rule(frozen_clock, caplog):
+    """A half-hour row goes when the half-hour it starts at is before the cutoff, as a minute
+    goes when its minute is: the last half-hour before the cutoff goes, the one at it stays."""
+    cutoff = frozen_clock.now() - conf.STATS_RETENTION  # 12:00, thirty days back
+    for minute in (cutoff - 31 * MINUTE, cutoff - MINUTE, cutoff, cutoff + 29 * MINUTE):
+        flushed_stat(minute)
+    with caplog.at_level(logging.INFO, logger="django_leasejobs"):
+        assert prune_stats(batch_size=1) == 4  # 11:29 and 11:59; their half-hours 11:00, 11:30
+    assert "Pass statistics pruned rows=2 half_hours=2" in caplog.text
+    assert sorted(PassStat.objects.values_list("minute", flat=True)) == [
+        cutoff,
+        cutoff + 29 * MINUTE,
+    ]
+    assert list(PassStatHalfHour.objects.values_list("half_hour", "count")) == [(cutoff, 2)]

@@ -177,6 +177,45 @@ def stat_columns() -> list[str]:
     return ["count", "total_seconds", "max_seconds", *BUCKET_FIELDS]
 
 
+def flushed_stat(
+    minute,
+    job: str = "t.a",
+    queue: str = "q",
+    outcome: str = "completed",
+    count: int = 1,
+    total_seconds: float = 0.0,
+    max_seconds: float = 0.0,
+    **buckets: int,
+):
+    """A statistics row written as a flush writes it: to its minute and its half-hour (O1, O4).
+
+    Whatever the figures, malformed ones too (a negative count, an outcome
+    outside the vocabulary): added to the rows of the same key, if any.
+    Returns the minute's row (``half_hour_row`` finds its half-hour's).
+    """
+    from django_leasejobs.models import PassStat
+    from django_leasejobs.models.observability import BUCKET_FIELDS
+    from django_leasejobs.stats import Tally
+    from django_leasejobs.store.stats import add_stats
+
+    assert set(buckets) <= set(BUCKET_FIELDS), buckets
+    tally = Tally()
+    tally.count, tally.total, tally.longest = count, total_seconds, max_seconds
+    tally.buckets = [buckets.get(name, 0) for name in BUCKET_FIELDS]
+    add_stats([(minute, job, queue, outcome, tally)])
+    return PassStat.objects.get(minute=minute, job=job, queue=queue, outcome=outcome)
+
+
+def half_hour_row(row):
+    """The half-hour row a minute's statistics *row* was added to (O1, O4)."""
+    from django_leasejobs.models import PassStatHalfHour
+    from django_leasejobs.store.stats import half_hour_of
+
+    return PassStatHalfHour.objects.get(
+        half_hour=half_hour_of(row.minute), job=row.job, queue=row.queue, outcome=row.outcome
+    )
+
+
 def store_text(row, column: str, text: str = "garbled") -> None:
     """Write *text* into *row*'s number *column*, as a restore or a hand edit can on SQLite.
 

@@ -14,7 +14,8 @@ Two kinds of figures, each read by a few bounded queries:
   a negative or non-finite figure -- is counted apart as *unreadable*,
   never a 500.
 * **For the overview** (O4, O5): the same window summed per interval by the
-  database, for a day or a week (:func:`coarse_window`); the queues the code
+  database, for a day or a week, from the statistics' half-hours
+  (:func:`coarse_window`; :func:`~.coarse.readable` is its test of a row); the queues the code
   names beside the busy ones (:func:`every_queue`); and a job's last failure,
   read from its newest runs alone (:func:`last_failure`).
 

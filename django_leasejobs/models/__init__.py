@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .attempts import WORKER_ID_LENGTH, TaskAttempt
 from .limits import RateState, Slot
-from .observability import PassStat, PausedQueue
+from .observability import PassStat, PassStatHalfHour, PausedQueue
 from .runs import INSTANCE_LENGTH, JOB_NAME_LENGTH, STEP_NAME_LENGTH, Run, Step
 from .schedules import ACTOR_LENGTH, NOTE_LENGTH, Missed, Schedule
 
@@ -22,6 +22,7 @@ __all__ = [
     "WORKER_ID_LENGTH",
     "Missed",
     "PassStat",
+    "PassStatHalfHour",
     "PausedQueue",
     "RateState",
     "Run",

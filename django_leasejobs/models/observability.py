@@ -3,6 +3,9 @@
 :class:`PassStat` holds the pass statistics each worker process flushes (O1):
 one row per (minute, job, queue, outcome), whose figures only ever grow by
 increments, so that many processes flushing at once never lose a count.
+:class:`PassStatHalfHour` holds the same figures per half-hour, written by
+the same flush (O4: the day and week windows read 48 and 336 half-hours of
+rows, not 1 440 and 10 080 minutes of them).
 :class:`PausedQueue` is one row per paused queue (W6): while it exists, no
 worker begins a pass of that queue's runs.
 """
@@ -19,7 +22,7 @@ from django_leasejobs.states import PassOutcome
 from .runs import JOB_NAME_LENGTH
 from .schedules import ACTOR_LENGTH, NOTE_LENGTH
 
-__all__ = ["BUCKETS", "BUCKET_FIELDS", "PassStat", "PausedQueue"]
+__all__ = ["BUCKETS", "BUCKET_FIELDS", "PassStat", "PassStatHalfHour", "PausedQueue"]
 
 #: O1's duration histogram: the upper bound of each bucket, in seconds (a pass of
 #: exactly a bound counts in that bucket, as Prometheus's ``le`` does). A pass
@@ -30,10 +33,14 @@ BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 
 BUCKET_FIELDS = tuple(f"le_{index:02}" for index in range(len(BUCKETS)))
 
 
-class PassStat(models.Model):
-    """Passes of one job, queue and outcome within one minute, from every process (O1)."""
+class PassFigures(models.Model):
+    """The figures of one statistics row (O1): passes, their times and their histogram.
 
-    minute = models.DateTimeField(_("minute"), help_text=_("The minute the passes ended in (UTC)."))
+    What :class:`PassStat` and :class:`PassStatHalfHour` have in common: the
+    columns a flush adds to, and what the windows read and test
+    (:func:`~django_leasejobs.figures.coarse.readable`).
+    """
+
     job = KeyField(_("job"), max_length=JOB_NAME_LENGTH)
     queue = KeyField(_("queue"), max_length=QUEUE_LENGTH)
     outcome = models.CharField(
@@ -58,6 +65,21 @@ class PassStat(models.Model):
     le_13 = models.BigIntegerField(default=0)
 
     class Meta:
+        abstract = True
+
+    @property
+    def buckets(self) -> list[int]:
+        """The passes in each bucket of :data:`BUCKETS`, then those past the last bound."""
+        counts = [int(getattr(self, name)) for name in BUCKET_FIELDS]
+        return [*counts, max(0, int(self.count) - sum(counts))]
+
+
+class PassStat(PassFigures):
+    """Passes of one job, queue and outcome within one minute, from every process (O1)."""
+
+    minute = models.DateTimeField(_("minute"), help_text=_("The minute the passes ended in (UTC)."))
+
+    class Meta:
         verbose_name = _("pass statistic")
         verbose_name_plural = _("pass statistics")
         constraints = [
@@ -70,11 +92,35 @@ class PassStat(models.Model):
     def __str__(self) -> str:
         return f"{self.minute:%Y-%m-%d %H:%M} {self.job} {self.queue} {self.outcome}: {self.count}"
 
-    @property
-    def buckets(self) -> list[int]:
-        """The passes in each bucket of :data:`BUCKETS`, then those past the last bound."""
-        counts = [int(getattr(self, name)) for name in BUCKET_FIELDS]
-        return [*counts, max(0, int(self.count) - sum(counts))]
+
+class PassStatHalfHour(PassFigures):
+    """The passes of one job, queue and outcome within one half-hour (O1, O4).
+
+    The sum of the :class:`PassStat` minutes of its half-hour (``:00`` to
+    ``:29``, ``:30`` to ``:59`` UTC), added to by the same flush in the same
+    transaction, so the two never disagree about what was flushed. What the
+    overview's day and week windows read; pruned with the minutes (O1's
+    ``STATS_RETENTION``).
+    """
+
+    half_hour = models.DateTimeField(
+        _("half-hour"), help_text=_("The start of the half-hour the passes ended in (UTC).")
+    )
+
+    class Meta:
+        verbose_name = _("pass statistic per half-hour")
+        verbose_name_plural = _("pass statistics per half-hour")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["half_hour", "job", "queue", "outcome"],
+                name="leasejobs_passstathalfhour_key",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return (
+            f"{self.half_hour:%Y-%m-%d %H:%M} {self.job} {self.queue} {self.outcome}: {self.count}"
+        )
 
 
 class PausedQueue(models.Model):

@@ -29,6 +29,7 @@ from django_leasejobs.querysets import RunQuerySet
 from .base import alias, conflicts_retried, notify, now, runs
 from .claims import read_claimed
 from .sql import AS_IS, KEY, Slots, Statement, returns_rows
+from .unanswered import Unanswered, unanswered_if_lost
 
 __all__ = ["OWNED_FROM", "Ahead", "give_back", "owner_of", "take_ahead"]
 
@@ -72,20 +73,28 @@ def take_ahead(run_ids: list[str], lease: timedelta, holder: str) -> tuple[str, 
 
     A run missing from the result was claimed elsewhere first. One that was
     won but cannot be read back (R9, §12) comes as its :class:`UnreadableRow`.
+    A connection lost on the way may have applied the claims: each is noted,
+    to be given back (F3).
     """
-    using = alias()
     prefix = new_id()[-OWNED_FROM:]  # random: a ULID's first characters are its time
+    claims = [Unanswered(run_id, owner_of(prefix, run_id)) for run_id in run_ids]
+    with unanswered_if_lost(*claims):
+        return prefix, _take_ahead(run_ids, prefix, lease, holder)
+
+
+def _take_ahead(run_ids: list[str], prefix: str, lease: timedelta, holder: str) -> Ahead:
+    using = alias()
     statement = _claim_ahead(len(run_ids))
     values: dict[str, Any] = {f"run_{n}": run_id for n, run_id in enumerate(run_ids)}
     values |= {"prefix": prefix, "lease": lease, "holder": holder}
     try:
         if returns_rows(using):
-            return prefix, {run.pk: run for run in statement.fetch_all(using, **values)}
+            return {run.pk: run for run in statement.fetch_all(using, **values)}
         if not statement.run(using, **values):
-            return prefix, {}
+            return {}
         owners = [owner_of(prefix, run_id) for run_id in run_ids]
         won = runs().filter(pk__in=run_ids).held_by_any(owners)
-        return prefix, {run.pk: run for run in won}
+        return {run.pk: run for run in won}
     except READ_ERRORS as exc:
         why_unreadable(exc, using)  # raises if the connection is lost, not a row
     # A row in the batch cannot be read: read each back alone, so only it fails.
@@ -98,7 +107,7 @@ def take_ahead(run_ids: list[str], lease: timedelta, holder: str) -> tuple[str, 
         else:
             if run is not None:
                 found[run_id] = run
-    return prefix, found
+    return found
 
 
 @conflicts_retried

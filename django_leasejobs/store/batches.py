@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import connections
 
 from django_leasejobs.codec import encode
+from django_leasejobs.errors import refused_when_full
 from django_leasejobs.exceptions import StartContended
 from django_leasejobs.ids import new_id
 from django_leasejobs.models import INSTANCE_LENGTH, Run
@@ -72,8 +73,9 @@ def start_many(
     # In key order: concurrent batches then wait on each other's keys in one
     # order, so overlapping batches cannot deadlock (§12).
     pending = sorted(rows.values(), key=_key)
-    for start in range(0, len(pending), CHUNK_MAX):
-        found |= _start_chunk(spec, pending[start : start + CHUNK_MAX], run_after)
+    with refused_when_full(spec.name):  # F8: a clear error; the chunk refused wrote nothing
+        for start in range(0, len(pending), CHUNK_MAX):
+            found |= _start_chunk(spec, pending[start : start + CHUNK_MAX], run_after)
     results = []
     for instance, _payload in pairs:
         result = found[instance]

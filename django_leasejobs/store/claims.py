@@ -20,6 +20,7 @@ from django_leasejobs.states import FailureCode, RunStatus
 
 from .base import alias, conflicts_retried, finished, held, now, runs
 from .sql import AS_IS, KEY, Slots, Statement, returns_rows
+from .unanswered import Unanswered, unanswered_if_lost
 
 __all__ = [
     "AdmissionMiss",
@@ -114,8 +115,14 @@ def take(run_id: str, owner: str, lease: timedelta, holder: str, *, takeover: bo
 
     Returns the claimed run, or ``None`` when the claim was lost. Raises
     :class:`UnreadableRow` when the run was claimed but cannot be read back
-    (R9, §12), with what the pass needs to fail it.
+    (R9, §12), with what the pass needs to fail it. A connection lost on the
+    way may have applied the claim: it is noted, to be given back (F3).
     """
+    with unanswered_if_lost(Unanswered(run_id, owner, took_over=takeover)):
+        return _take(run_id, owner, lease, holder, takeover=takeover)
+
+
+def _take(run_id: str, owner: str, lease: timedelta, holder: str, *, takeover: bool) -> Run | None:
     using = alias()
     if not returns_rows(using):
         won = claim(run_id, owner, lease, holder, takeover=takeover)
@@ -162,9 +169,12 @@ def begin(run_id: str, owner: str, margin: timedelta) -> bool:
 
     Holds only while *owner* still has the lease with more than *margin* of it
     left by the database's clock. The caller invokes the handler if and only if
-    this returns ``True``, and does not second-guess it afterwards.
+    this returns ``True``, and does not second-guess it afterwards. A
+    connection lost on the way may have applied it: noted, to be given back
+    uncharged, as the handler is not called (F3).
     """
-    return bool(BEGIN.run(alias(), run_id=run_id, owner=owner, margin=margin))
+    with unanswered_if_lost(Unanswered(run_id, owner)):
+        return bool(BEGIN.run(alias(), run_id=run_id, owner=owner, margin=margin))
 
 
 @conflicts_retried

@@ -33,6 +33,7 @@ from django_leasejobs.states import Throttle
 
 from .base import alias, conflicts_retried, held, now, runs
 from .claims import BEGIN_LIMITED
+from .unanswered import Unanswered, unanswered_if_lost
 
 __all__ = [
     "THROTTLE_WAIT",
@@ -92,7 +93,7 @@ def begin_limited(
         if not free:
             return Admission(False, Throttle.CONCURRENCY)
     try:
-        with transaction.atomic(using=using):
+        with unanswered_if_lost(Unanswered(run_id, owner)), transaction.atomic(using=using):
             if free and not _take(free, run_id, owner):
                 raise _Refused(Admission(False, Throttle.CONCURRENCY))
             if limit.rate is not None and (until := _spend(job, key, limit.rate)) is not None:

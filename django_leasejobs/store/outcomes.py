@@ -25,6 +25,7 @@ from django_leasejobs.states import FailureCode, RunStatus
 from .base import alias, conflicts_retried, finished, follow_up, held, now
 from .claims import BEGIN
 from .sql import AS_IS, KEY, Carried, Paired, Slots, Statement
+from .unanswered import Unanswered, unanswered_if_lost
 
 __all__ = [
     "NextBegin",
@@ -257,8 +258,34 @@ def commit_and_begin(
         Whether the commit won (``False``: the lease was gone, nothing
         written), and whether the BEGIN wrote (``False``: the next claim is
         no longer held with more than ``then.margin`` left; its pass must
-        not begin).
+        not begin). A connection lost on the way may have applied either:
+        the BEGIN is noted, to be given back (F3); the finish is the pass's
+        error, never retried (it may have applied).
     """
+    with unanswered_if_lost(Unanswered(then.run_id, then.owner)):
+        return _commit_and_begin(
+            run,
+            owner,
+            then,
+            cursor=cursor,
+            counters=counters,
+            progress_total=progress_total,
+            result=result,
+            idle_passes=idle_passes,
+        )
+
+
+def _commit_and_begin(
+    run: Run,
+    owner: str,
+    then: NextBegin,
+    *,
+    cursor: str | None,
+    counters: str,
+    progress_total: int | None,
+    result: str | None,
+    idle_passes: int | None,
+) -> tuple[bool, bool]:
     using = alias()
     shape, values = _committed(
         run,

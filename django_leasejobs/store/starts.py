@@ -11,6 +11,7 @@ from django.db.models import Model
 from django.utils import timezone
 
 from django_leasejobs.codec import encode, storable_text
+from django_leasejobs.errors import refused_when_full
 from django_leasejobs.exceptions import InvalidKey, StartContended
 from django_leasejobs.ids import new_id
 from django_leasejobs.models import INSTANCE_LENGTH, Run
@@ -78,26 +79,29 @@ def start_as(
     route = routed(spec, queue, priority)
     text = encode(payload, "payload")
     limited = limit_key_of(spec, payload)
-    if not spec.coalesce:
-        # Every start is its own run: no key, so nothing to join (a task, §9).
-        row = Row(new_id(), instance, text, None, limited)
-        return StartResult(insert(spec.name, origin, [row], route, run_after=run_after)[0], False)
-    key = live_key(spec.name, instance)
-    for _ in range(START_ROUNDS):
-        # The unique live_key decides, inside the database, which of any number
-        # of concurrent callers inserts; the others join the run it holds.
-        row = Row(new_id(), instance, text, key, limited)
-        inserted = insert(spec.name, origin, [row], route, run_after=run_after)
-        if inserted:
-            return StartResult(inserted[0], joined=False)
-        joined = join(key, text, again=again)
-        if joined is not None:
-            return StartResult(joined, joined=True)
-        # The live run finished between our insert and our read: insert again.
-    raise StartContended(
-        f"could not start or join a run of {spec.name!r} [{instance}]: "
-        f"the insert kept conflicting and no live run was found"
-    )
+    with refused_when_full(spec.name):  # F8: a clear error, nothing written
+        if not spec.coalesce:
+            # Every start is its own run: no key, so nothing to join (a task, §9).
+            row = Row(new_id(), instance, text, None, limited)
+            return StartResult(
+                insert(spec.name, origin, [row], route, run_after=run_after)[0], False
+            )
+        key = live_key(spec.name, instance)
+        for _ in range(START_ROUNDS):
+            # The unique live_key decides, inside the database, which of any number
+            # of concurrent callers inserts; the others join the run it holds.
+            row = Row(new_id(), instance, text, key, limited)
+            inserted = insert(spec.name, origin, [row], route, run_after=run_after)
+            if inserted:
+                return StartResult(inserted[0], joined=False)
+            joined = join(key, text, again=again)
+            if joined is not None:
+                return StartResult(joined, joined=True)
+            # The live run finished between our insert and our read: insert again.
+        raise StartContended(
+            f"could not start or join a run of {spec.name!r} [{instance}]: "
+            f"the insert kept conflicting and no live run was found"
+        )
 
 
 def limit_key_of(spec: Job, payload: Any, name: str = "limit key") -> str | None:

@@ -9,12 +9,20 @@ processes flushing the same keys at once each add their own; neither count
 is lost. Rows are written in key order, so two flushes lock them in one
 order, and a deadlock (MariaDB's gap locks) is simply run again.
 
+The same transaction adds the same figures to their half-hours
+(:class:`~django_leasejobs.models.PassStatHalfHour`, what the overview's day
+and week read, O4): the minutes folded here per half-hour, then ONE
+``INSERT`` per chunk of those, on the same terms. A flush is then one read
+of the database's clock and two upserts (each one statement per chunk of
+the backend's parameter limit: one, for a worker's ten seconds), and the
+half-hours always hold what the minutes hold.
+
 This is SQL the ORM does not write: ``bulk_create(update_conflicts=True)``
 sets a column to the new value, it cannot add to it.
 
 A flush waits at most :data:`LOCK_TIMEOUT` for a lock (F11): a migration, a
 ``CREATE INDEX``, a ``VACUUM FULL`` or an operator's ``LOCK TABLE`` on the
-statistics table must not hold the drive that flushes -- and with it every
+statistics tables must not hold the drive that flushes -- and with it every
 pass -- for as long as it lasts. The statement fails instead, and its
 figures wait for the next flush (:mod:`django_leasejobs.stats`). On
 PostgreSQL ``SET LOCAL lock_timeout`` (this transaction only); on MariaDB
@@ -28,28 +36,31 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.db import connections, router, transaction
 
-from django_leasejobs.models import PassStat
-from django_leasejobs.models.observability import BUCKET_FIELDS
+from django_leasejobs.models import PassStat, PassStatHalfHour
+from django_leasejobs.models.observability import BUCKET_FIELDS, PassFigures
 
 from .base import conflicts_retried
 
 if TYPE_CHECKING:
     from django_leasejobs.stats import Tally
 
-__all__ = ["LOCK_TIMEOUT", "Row", "add_stats", "lock_wait_bounded"]
+__all__ = ["HALF_HOUR", "LOCK_TIMEOUT", "Row", "add_stats", "half_hour_of", "lock_wait_bounded"]
 
-#: How long a flush waits for a lock on the statistics table, in seconds (F11);
+#: How long a flush waits for a lock on a statistics table, in seconds (F11);
 #: MariaDB and MySQL count whole seconds, so there it is 1.
 LOCK_TIMEOUT = 0.5
 
-_KEY = ("minute", "job", "queue", "outcome")
+_DIMENSIONS = ("job", "queue", "outcome")
 _SUMMED = ("count", "total_seconds", *BUCKET_FIELDS)
-_COLUMNS = (*_KEY, *_SUMMED, "max_seconds")
+#: The columns of one row of a flush, after its time column (``minute``, ``half_hour``).
+_FIGURES = (*_DIMENSIONS, *_SUMMED, "max_seconds")
+#: The length of a :class:`~django_leasejobs.models.PassStatHalfHour` row's interval.
+HALF_HOUR = timedelta(minutes=30)
 
 #: One row of a flush: its key (the minute, job, queue and outcome) and its tally.
 Row = tuple[datetime, str, str, str, "Tally"]
@@ -57,26 +68,18 @@ Row = tuple[datetime, str, str, str, "Tally"]
 
 @conflicts_retried
 def add_stats(rows: list[Row]) -> None:
-    """Add *rows*' counts to the statistics table, creating the rows not there yet.
+    """Add *rows*' counts to the minutes and to their half-hours, creating the rows not there yet.
 
     In one transaction of one statement per chunk of the backend's
-    parameter limit.
+    parameter limit, for each table: the minutes first, then the
+    half-hours, each in key order, so two flushes lock rows in one order.
     """
     using = router.db_for_write(PassStat)
-    connection = connections[using]
-    size = max(1, connection.ops.bulk_batch_size(list(_COLUMNS), rows) or len(rows))
-    with transaction.atomic(using=using), connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
+    with transaction.atomic(using=using), connections[using].cursor() as cursor:
+        if cursor.db.vendor == "postgresql":  # F11: this transaction only
             cursor.execute(f"SET LOCAL lock_timeout = '{round(LOCK_TIMEOUT * 1000)}ms'")
-        for start in range(0, len(rows), size):
-            chunk = rows[start : start + size]
-            sql = _upsert(connection.vendor, connection.ops.quote_name, len(chunk))
-            sql = _bounded(connection, sql)
-            params: list[Any] = []
-            for minute, job, queue, outcome, tally in chunk:
-                params += [connection.ops.adapt_datetimefield_value(minute), job, queue, outcome]
-                params += [tally.count, tally.total, *tally.buckets, tally.longest]
-            cursor.execute(sql, params)
+        _add(cursor, PassStat, "minute", rows)
+        _add(cursor, PassStatHalfHour, "half_hour", _half_hours(rows))
 
 
 @contextmanager
@@ -120,11 +123,52 @@ def _bounded(connection: Any, sql: str) -> str:
     return sql.replace("INSERT INTO", f"INSERT {hints} INTO", 1)
 
 
-def _upsert(vendor: str, qn: Callable[[str], str], count: int) -> str:
-    """The statement for *count* rows, on *vendor*'s terms (*qn* quotes a name)."""
-    table = qn(PassStat._meta.db_table)
-    columns = ", ".join(qn(name) for name in _COLUMNS)
-    one = "(" + ", ".join(["%s"] * len(_COLUMNS)) + ")"
+def half_hour_of(moment: datetime) -> datetime:
+    """The start of the half-hour *moment* is in, on the UTC grid (naive stays naive)."""
+    epoch = _EPOCH if moment.tzinfo is not None else _EPOCH.replace(tzinfo=None)
+    return epoch + (moment - epoch) // HALF_HOUR * HALF_HOUR
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _half_hours(rows: list[Row]) -> list[Row]:
+    """*rows* (minutes) summed per (half-hour, job, queue, outcome), in key order.
+
+    New tallies: the minutes' own are written as they are.
+    """
+    from django_leasejobs.stats import Tally  # here: stats imports this module
+
+    halves: dict[tuple[datetime, str, str, str], Tally] = {}
+    for minute, job, queue, outcome, tally in rows:
+        halves.setdefault((half_hour_of(minute), job, queue, outcome), Tally()).merge(tally)
+    return [(*key, halves[key]) for key in sorted(halves)]
+
+
+def _add(cursor: Any, model: type[PassFigures], moment: str, rows: list[Row]) -> None:
+    """One upsert per chunk of *rows* into *model*'s table, whose time column is *moment*."""
+    connection = cursor.db
+    columns = (moment, *_FIGURES)
+    size = max(1, connection.ops.bulk_batch_size(list(columns), rows) or len(rows))
+    for start in range(0, len(rows), size):
+        chunk = rows[start : start + size]
+        sql = _upsert(connection.vendor, connection.ops.quote_name, model, moment, len(chunk))
+        sql = _bounded(connection, sql)
+        params: list[Any] = []
+        for at, job, queue, outcome, tally in chunk:
+            params += [connection.ops.adapt_datetimefield_value(at), job, queue, outcome]
+            params += [tally.count, tally.total, *tally.buckets, tally.longest]
+        cursor.execute(sql, params)
+
+
+def _upsert(
+    vendor: str, qn: Callable[[str], str], model: type[PassFigures], moment: str, count: int
+) -> str:
+    """The statement for *count* rows of *model*, on *vendor*'s terms (*qn* quotes a name)."""
+    table = qn(model._meta.db_table)
+    names = (moment, *_FIGURES)
+    columns = ", ".join(qn(name) for name in names)
+    one = "(" + ", ".join(["%s"] * len(names)) + ")"
     values = ", ".join([one] * count)
     longest = qn("max_seconds")
     if vendor == "mysql":
@@ -134,7 +178,7 @@ def _upsert(vendor: str, qn: Callable[[str], str], count: int) -> str:
             f"INSERT INTO {table} ({columns}) VALUES {values} "
             f"ON DUPLICATE KEY UPDATE {added}, {keep}"
         )
-    key = ", ".join(qn(name) for name in _KEY)
+    key = ", ".join(qn(name) for name in (moment, *_DIMENSIONS))
     added = ", ".join(f"{qn(name)} = {table}.{qn(name)} + excluded.{qn(name)}" for name in _SUMMED)
     keep = (
         f"{longest} = CASE WHEN excluded.{longest} > {table}.{longest} "

@@ -44,6 +44,7 @@ from django.db import DatabaseError, close_old_connections, connection
 
 from django_leasejobs import RunStatus, start
 from django_leasejobs.models import Run, Schedule
+from tests.faults.audit import intervals, most_at_once
 from tests.models import Effect
 from tests.processes import command_env
 
@@ -190,40 +191,6 @@ def restart_database() -> None:
         ping = ["mysqladmin", *client, "ping"]
         wait_for(lambda: subprocess.run(ping, capture_output=True, check=False).returncode == 0)
     connection.close()
-
-
-def intervals(log_dir: Path, kills: dict[int, int]) -> dict[str, list[tuple[int, int, int]]]:
-    """Each run's passes as (start, end, pid); a killed pass ends at its kill.
-
-    A process's threads (W5) share its log: an end closes the earliest pass of
-    its run still open there, so two passes of one run open at once in one
-    process still read as an overlap.
-    """
-    spans: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
-    for path in log_dir.glob("*.log"):
-        pid = int(path.stem)
-        open_passes: dict[str, list[int]] = defaultdict(list)
-        for line in path.read_text().splitlines():
-            kind, run_id, stamp = line.split()
-            if kind == "start":
-                open_passes[run_id].append(int(stamp))
-            else:
-                spans[run_id].append((open_passes[run_id].pop(0), int(stamp), pid))
-        for run_id, began in open_passes.items():
-            for stamp in began:
-                assert pid in kills, f"pass of {run_id} by {pid} never ended and was not killed"
-                spans[run_id].append((stamp, kills[pid], pid))
-    return spans
-
-
-def most_at_once(spans: list[tuple[int, int, int]]) -> int:
-    """The most of *spans* ((start, end, pid)) open at one instant (an end before a start)."""
-    events = sorted([(b, 1) for b, _, _ in spans] + [(e, -1) for _, e, _ in spans])
-    open_now = most = 0
-    for _, change in events:
-        open_now += change
-        most = max(most, open_now)
-    return most
 
 
 def run_chaos(tmp_path: Path, *, restart: bool, threads: int = 1) -> None:
