@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from django.db import DatabaseError
 
 from . import store
+from .contained import contained
 from .errors import connection_lost, describe, one_line
 from .execute import drive_run
 from .follower import Follower
@@ -177,9 +178,13 @@ class Walk:
         two apart costs a read, so it is made only while something counts.
         """
         self.position = _away(self.position, len(self.keys))
-        if lost_observers and store.claimed_elsewhere(key.id, current_holder()):
-            for observer in lost_observers:
-                observer()
+        if not lost_observers:
+            return
+        with contained("Claim metrics"):  # F12: never the drive's failure
+            if store.claimed_elsewhere(key.id, current_holder()):
+                for observer in lost_observers:
+                    with contained("Claim metrics"):
+                        observer()
 
     def failed(self, key: DueKey, exc: BaseException, lost: bool) -> None:
         """A database error on *key*'s run: that run only, or the drive if it is an outage."""

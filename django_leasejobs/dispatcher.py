@@ -34,7 +34,7 @@ from .follower import Follower
 from .leases import Claimed
 from .outcome import Outcome
 from .pacing import Claims
-from .pool import Pool
+from .pool import Abandoned, Pool, Unstarted
 from .report import Note
 
 if TYPE_CHECKING:
@@ -61,6 +61,12 @@ class _Ran(NamedTuple):
     #: Whether this process held the run's claim (a stretch's claim may go elsewhere).
     won: bool = True
 
+
+#: The drive's warning for a pass abandoned on its thread (F13).
+_ABANDONED = (
+    "pass abandoned: its handler did not return past its timeout; its thread is replaced "
+    "and its lease expires (F13)"
+)
 
 #: A run of a stretch whose claim went to another worker.
 _NOT_WON = _Ran([], 0.0, won=False)
@@ -139,17 +145,32 @@ class Dispatcher:
             self.finish(state)
         state.finish()
 
-    def finish(self, state: Walk) -> None:
-        """Wait for every pass in flight, counting each in *state*'s report."""
+    def finish(self, state: Walk, give_up: Callable[[], bool] | None = None) -> None:
+        """Wait for every pass in flight, counting each in *state*'s report.
+
+        Once *give_up* says so (the worker's ``--stop-timeout`` has passed),
+        the passes still in flight are abandoned (F13): their leases expire.
+        """
         while self.pool.busy:
+            if give_up is not None and give_up():
+                self.pool.give_up()
             self._collect(state, timeout=WAIT_SLICE)
+
+    @property
+    def abandoned(self) -> int:
+        """Threads given up on a hung pass (F13) that still run it."""
+        return self.pool.abandoned
+
+    def scarce(self, scarce: bool = True) -> None:
+        """Connections are refused (F10): the idle pass threads give theirs back at once."""
+        self.pool.scarce(scarce)
 
     def rested(self) -> None:
         """The worker rested: the pass threads check their connections before their next pass."""
         self.pool.rested()
 
-    def close(self) -> None:
-        self.pool.close()
+    def close(self, timeout: float | None = None) -> None:
+        self.pool.close(timeout)
 
     def _start(self, state: Walk, key: DueKey) -> None:
         """Hand *key*'s run to a thread, alone or as the head of a stretch, to claim there."""
@@ -178,6 +199,13 @@ class Dispatcher:
             keys, began_in = self._flying.pop(done.tag)
             began_in.in_flight -= len(keys)
             self._handed.discard(keys)
+            if isinstance(done.error, Unstarted):
+                continue  # never claimed: due again for any drive, uncharged (L2)
+            if isinstance(done.error, Abandoned):
+                # F13: past its timeout and its handler never returned: its lease
+                # expires (R10, L10) and the run is taken over; the thread is replaced.
+                state.report.warnings.append(Note(keys[0].id, _ABANDONED))
+                continue
             if done.error is not None:  # a bug: nothing one run does stops the drive (R9)
                 logger.error("Run id=%s could not be driven", keys[0].id, exc_info=done.error)
                 state.report.errors.append(Note(keys[0].id, describe(done.error)))
@@ -187,6 +215,8 @@ class Dispatcher:
                 state.lost(keys[0])  # another worker is on this stretch of the due order
             for key, one in zip(keys, ran, strict=True):
                 if one.error is not None:
+                    if one.lost:
+                        self.pool.scarce()  # F10: perhaps refused; idle threads give theirs back
                     state.failed(key, one.error, one.lost)
                 elif not one.skipped and one.won:
                     if not one.outcomes:

@@ -249,8 +249,11 @@ def run_due_jobs(
     return report
 
 
-def finish(dispatcher: Dispatcher) -> DriveReport:
-    """Wait for *dispatcher*'s passes in flight; return the report of their outcomes (W5)."""
+def finish(dispatcher: Dispatcher, give_up: Callable[[], bool] | None = None) -> DriveReport:
+    """Wait for *dispatcher*'s passes in flight; return the report of their outcomes (W5).
+
+    Once *give_up* says so, those still running are abandoned (F13).
+    """
     report = DriveReport()
     state = Walk(
         [],
@@ -262,7 +265,7 @@ def finish(dispatcher: Dispatcher) -> DriveReport:
         interrupt=None,
         report=report,
     )
-    dispatcher.finish(state)
+    dispatcher.finish(state, give_up)
     state.finish()
     return report
 

@@ -23,6 +23,7 @@ from .heartbeat import Heartbeat
 from .leases import Claimed, Lease
 from .outcome import Outcome
 from .passes import Pass
+from .pool import bounded
 from .states import PassOutcome
 from .tracing import finished, pass_span
 
@@ -87,7 +88,9 @@ def run_pass(
     with pass_span(lease) as span:  # O3, when OpenTelemetry is there
         try:
             p = Pass(lease, interrupt=interrupt)
-            with beating:
+            timeout = lease.spec.timeout
+            # F13: on a pool thread, a handler hung past its timeout costs that thread only.
+            with bounded(None if timeout is None else timeout.total_seconds()), beating:
                 ending = Ending(result=lease.spec.handler(p))
         except KeyboardInterrupt:
             raise

@@ -2,15 +2,32 @@
 
 Django's connections are per thread, so a pass on a pool thread writes on
 that thread's connection -- its BEGIN, its steps, its commit -- and the
-connection is kept from one pass to the next, as a ``--loop`` worker keeps
-its own (§13). After the worker rested -- never between the back-to-back
-drives of a backlog -- each thread lets go of a connection past
-``CONN_MAX_AGE`` or broken (``close_old_connections``) before its next pass,
-so even with Django's default ``CONN_MAX_AGE = 0`` a draining pool does not
-reconnect every few passes; when the pool closes, every thread closes its
+connection is kept from one pass to the next while the thread has work, as
+a ``--loop`` worker keeps its own (§13). After the worker rested -- never
+between the back-to-back drives of a backlog -- each thread lets go of a
+connection past ``CONN_MAX_AGE`` or broken (``close_old_connections``)
+before its next pass; when the pool closes, every thread closes its
 connections and ends. A connection the database ended while a call ran
 (``pg_terminate_backend``, ``KILL``) is closed when the call ends, so the
 thread's next pass opens a new one (F4) instead of failing on the old.
+
+Idle threads give their connections back (F10). A thread that has waited
+:data:`IDLE_CLOSE` for a call closes its connection unless the site asked
+for persistent ones (a ``CONN_MAX_AGE`` other than 0, which it then
+respects); and while the worker finds connections refused
+(:meth:`Pool.scarce`) every idle thread closes its own at once, persistent
+or not. So a worker whose passes ran dry holds no connection for them, and
+a server at ``max_connections`` gets back what this worker is not using.
+
+A pass that hangs costs its thread, not the pool (F13). A pass declares how
+long it may run (:func:`bounded`: its job's ``timeout``, plus
+:data:`HUNG_GRACE`); one whose thread is still in it past that is
+*abandoned*: its call is handed back as :class:`Abandoned`, and a new
+thread takes its place, so *size* threads stay able to run passes -- up to
+*size* abandoned threads at once, after which a hung pass simply holds its
+thread. An abandoned thread that returns after all drops what its call
+returned (the pass was past its timeout: R10, it committed nothing) and
+ends. Threads are daemons: a hung one never keeps the process from exiting.
 
 The pool runs whatever callable it is given and hands back what it
 returned or raised, in the order the calls end; it knows nothing of runs.
@@ -21,16 +38,31 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, NamedTuple
 
 from django.db import close_old_connections, connections
 
 from .errors import drop_lost_connections
 
-__all__ = ["Done", "Pool"]
+__all__ = ["HUNG_GRACE", "IDLE_CLOSE", "Abandoned", "Done", "Pool", "Unstarted", "bounded"]
 
 logger = logging.getLogger("django_leasejobs")
+
+#: How long an idle thread waits for a call before it gives back its connection (F10).
+IDLE_CLOSE = 1.0
+#: How long past its declared bound a pass may still return before its thread is given up.
+HUNG_GRACE = 1.0
+
+
+class Abandoned(Exception):
+    """A call whose thread was given up: still running past its bound, or at the worker's exit."""
+
+
+class Unstarted(Exception):
+    """A call that waited for a thread and never got one: the pool gave up its calls (F13)."""
 
 
 class Done(NamedTuple):
@@ -43,8 +75,50 @@ class Done(NamedTuple):
 
 class _Call(NamedTuple):
     tag: Any
-    call: Callable[[], Any]
+    call: Any
     generation: int
+
+
+class _Slot:
+    """What one thread is running, and until when it may (under :attr:`lock`)."""
+
+    __slots__ = ("abandoned", "deadline", "lock", "tag")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.tag: Any = None
+        self.deadline: float | None = None
+        self.abandoned = False
+
+
+_local = threading.local()
+
+
+@contextmanager
+def bounded(seconds: float | None) -> Iterator[None]:
+    """Declare that the calling pass may run *seconds* more (``None``: unbounded) (F13).
+
+    On a pool thread, a pass still in this block :data:`HUNG_GRACE` after
+    that is abandoned and its thread replaced. Elsewhere it does nothing.
+    """
+    slot: _Slot | None = getattr(_local, "slot", None)
+    if slot is None or seconds is None:
+        yield
+        return
+    with slot.lock:
+        slot.deadline = time.monotonic() + seconds + HUNG_GRACE
+    try:
+        yield
+    finally:
+        with slot.lock:
+            slot.deadline = None
+
+
+def _persistent() -> bool:
+    """Whether any database has persistent connections (a ``CONN_MAX_AGE`` other than 0)."""
+    return any(
+        connections.settings[alias].get("CONN_MAX_AGE", 0) != 0 for alias in connections.settings
+    )
 
 
 class Pool:
@@ -64,14 +138,26 @@ class Pool:
         self._calls: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
         self._done: queue.SimpleQueue[Done] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
+        self._slots: dict[threading.Thread, _Slot] = {}
+        #: Threads given up (F13) that have not ended yet.
+        self._abandoned: list[threading.Thread] = []
+        self._started = 0
         self._busy = 0
         #: Bumped when the worker rests: a thread then lets go of stale connections first.
         self._generation = 0
+        #: Set while connections are refused: idle threads close theirs at once (F10).
+        self._scarce = threading.Event()
 
     @property
     def busy(self) -> int:
         """Calls submitted and not yet collected with :meth:`wait`."""
         return self._busy
+
+    @property
+    def abandoned(self) -> int:
+        """Threads given up on a hung pass (F13) that still run it."""
+        self._abandoned = [thread for thread in self._abandoned if thread.is_alive()]
+        return len(self._abandoned)
 
     def free(self) -> int:
         """How many more calls would start at once: the idle threads."""
@@ -85,30 +171,36 @@ class Pool:
         """The worker rested: each thread checks its connection before its next call."""
         self._generation += 1
 
-    def submit(self, tag: Any, call: Callable[[], Any]) -> None:
+    def scarce(self, scarce: bool = True) -> None:
+        """Connections are refused (or, with ``False``, no longer): idle threads close theirs."""
+        if scarce:
+            self._scarce.set()
+        else:
+            self._scarce.clear()
+
+    def submit(self, tag: Any, call: Any) -> None:
         """Run *call* on a free thread; its :class:`Done` comes back from :meth:`wait`."""
         if self._busy >= self.size + self.backlog:
             raise RuntimeError("every thread of the pool is busy, and its backlog full")
         self._busy += 1
-        if len(self._threads) < min(self.size, self._busy):
-            thread = threading.Thread(
-                target=self._serve, name=f"{self._name}-{len(self._threads) + 1}", daemon=True
-            )
-            self._threads.append(thread)
-            thread.start()
+        self._staff(self._busy)
         self._calls.put(_Call(tag, call, self._generation))
 
     def wait(self, timeout: float | None = None) -> list[Done]:
         """The calls that ended: at least one, waiting up to *timeout* (``None``: for ever).
 
         Returns an empty list when *timeout* passed first, or when nothing is busy.
+        A call whose pass hangs past its bound comes back as :class:`Abandoned` (F13).
         """
         if not self._busy:
             return []
+        self._give_up_hung()
         try:
             ended = [self._done.get(timeout=timeout)]
         except queue.Empty:
-            return []
+            if not self._give_up_hung():
+                return []
+            ended = [self._done.get()]
         while True:
             try:
                 ended.append(self._done.get_nowait())
@@ -117,21 +209,94 @@ class Pool:
         self._busy -= len(ended)
         return ended
 
-    def close(self) -> None:
-        """Let each thread finish its call, close its connections and end."""
+    def give_up(self) -> None:
+        """Hand back every call now: those running as :class:`Abandoned`, those waiting as
+        :class:`Unstarted` (the worker exits past its ``--stop-timeout``, F13)."""
+        for thread in list(self._threads):
+            self._abandon(thread, force=True)
+        while True:
+            try:
+                waiting = self._calls.get_nowait()
+            except queue.Empty:
+                break
+            if waiting is not None:
+                self._done.put(Done(waiting.tag, error=Unstarted()))
+
+    def close(self, timeout: float | None = None) -> None:
+        """Let each thread finish its call, close its connections and end.
+
+        With a *timeout*, threads still running after it are left (daemons: they
+        keep no process alive).
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
         for _thread in self._threads:
             self._calls.put(None)
         for thread in self._threads:
-            thread.join()
+            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            if thread.is_alive():
+                logger.warning("Pass thread %s did not end; left behind", thread.name)
         self._threads.clear()
 
-    def _serve(self) -> None:
+    def _staff(self, busy: int) -> None:
+        """Start threads until there is one per call, up to *size* (replacing abandoned ones)."""
+        while len(self._threads) < min(self.size, busy):
+            self._started += 1
+            slot = _Slot()
+            thread = threading.Thread(
+                target=self._serve, args=(slot,), name=f"{self._name}-{self._started}", daemon=True
+            )
+            self._threads.append(thread)
+            self._slots[thread] = slot
+            thread.start()
+
+    def _give_up_hung(self) -> bool:
+        """Abandon the threads whose pass is past its bound, up to *size* of them; any?"""
+        now = time.monotonic()
+        given_up = False
+        for thread in list(self._threads):
+            slot = self._slots[thread]
+            if slot.deadline is None or now < slot.deadline:
+                continue
+            if self.abandoned >= self.size:
+                break  # F13: at most N abandoned threads; a hung pass now holds its thread
+            given_up |= self._abandon(thread, force=False)
+        if given_up:
+            self._staff(self._busy)
+        return given_up
+
+    def _abandon(self, thread: threading.Thread, *, force: bool) -> bool:
+        """Give *thread* up if it runs a call (past its bound, unless *force*); whether it was."""
+        slot = self._slots[thread]
+        with slot.lock:
+            if slot.tag is None:
+                return False
+            if not force and (slot.deadline is None or time.monotonic() < slot.deadline):
+                return False
+            slot.abandoned = True
+            tag = slot.tag
+        self._threads.remove(thread)
+        del self._slots[thread]
+        self._abandoned.append(thread)
+        logger.warning(
+            "A pass on thread %s %s",
+            thread.name,
+            "still runs as the worker stops: the thread is abandoned, its lease will expire"
+            if force
+            else "did not return past its timeout: the thread is abandoned and replaced",
+        )
+        self._done.put(Done(tag, error=Abandoned(f"pass still running on {thread.name}")))
+        return True
+
+    def _serve(self, slot: _Slot) -> None:
+        _local.slot = slot
         generation = -1
         try:
-            while (task := self._calls.get()) is not None:
+            while (task := self._next()) is not None:
                 if task.generation != generation:
                     generation = task.generation
                     close_old_connections()  # as the worker does between its drives (§13)
+                with slot.lock:
+                    slot.tag = task.tag
                 try:
                     done = Done(task.tag, value=task.call())
                 except BaseException as exc:  # handed back, never lost with the thread
@@ -141,6 +306,26 @@ class Pool:
                     # A database error the call handed back as a value (a pass's, D4):
                     # a connection it left unusable is reopened on next use (F4).
                     drop_lost_connections()
+                with slot.lock:
+                    abandoned = slot.abandoned
+                    slot.tag = slot.deadline = None
+                if abandoned:  # F13: replaced meanwhile; what it did was handed back already
+                    logger.warning(
+                        "An abandoned pass on thread %s returned; the thread ends",
+                        threading.current_thread().name,
+                    )
+                    return
                 self._done.put(done)
         finally:
             connections.close_all()  # this thread's connections only
+
+    def _next(self) -> _Call | None:
+        """The next call; while waiting for it, give back this thread's connection (F10)."""
+        while True:
+            try:
+                return self._calls.get(timeout=IDLE_CLOSE)
+            except queue.Empty:
+                if self._scarce.is_set() or not _persistent():
+                    connections.close_all()  # this thread's connections only
+                else:
+                    close_old_connections()  # CONN_MAX_AGE respected

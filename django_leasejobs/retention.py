@@ -34,6 +34,7 @@ from .models import Missed, PassStat, PassStatHalfHour, Run, Step, TaskAttempt
 from .querysets import RunQuerySet
 from .schedules.store import disable_orphans, forget_runs, orphans
 from .store.limits import prune_idle
+from .store.stats import lock_wait_bounded
 
 __all__ = ["PruneReport", "prune", "prune_stats"]
 
@@ -141,15 +142,21 @@ def prune_stats(batch_size: int = 1000) -> int:
     The minutes, then the half-hours (O4), by the same rule: a row goes when
     the minute or half-hour it starts at is before the cutoff (the database's
     clock now minus the retention). In batches by key, each its own short
-    transaction, as runs are pruned.
+    transaction, as runs are pruned. Run by the drive's housekeeping: a lock
+    on either table (a migration, an operator's ``LOCK``) makes it give up
+    after a short lock timeout rather than hold the drive (F11); it runs
+    again at the next prune.
     """
     using = router.db_for_write(PassStat)
     batch_size = _fitting(using, batch_size)
     cutoff = get_clock().now(using) - conf.STATS_RETENTION
-    minutes = _delete_by_key(PassStat.objects.using(using).filter(minute__lt=cutoff), batch_size)
-    half_hours = _delete_by_key(
-        PassStatHalfHour.objects.using(using).filter(half_hour__lt=cutoff), batch_size
-    )
+    with lock_wait_bounded(using):
+        minutes = _delete_by_key(
+            PassStat.objects.using(using).filter(minute__lt=cutoff), batch_size
+        )
+        half_hours = _delete_by_key(
+            PassStatHalfHour.objects.using(using).filter(half_hour__lt=cutoff), batch_size
+        )
     if minutes or half_hours:
         logger.info("Pass statistics pruned rows=%s half_hours=%s", minutes, half_hours)
     return minutes + half_hours

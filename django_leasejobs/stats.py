@@ -37,6 +37,7 @@ from django.db import router
 
 from .clock import get_clock
 from .conf import conf
+from .contained import contained
 from .errors import describe
 from .models.observability import BUCKETS, PassStat
 from .store.stats import Row, add_stats
@@ -110,12 +111,21 @@ class Aggregate:
         Noted at this second of the monotonic clock; the flush places it on
         the database's. The live observers (``--metrics-port``) hear of it
         whatever ``STATS`` says.
+
+        Never raises (F12): an observer that fails, or a count that cannot be
+        kept, is logged once per kind and process, and the pass was counted
+        everywhere else.
         """
         for observer in observers:
-            observer(job, queue, str(outcome), seconds)
+            with contained("Pass metrics"):
+                observer(job, queue, str(outcome), seconds)
+        with contained("Pass statistics"):
+            self._count(job, queue, str(outcome), seconds)
+
+    def _count(self, job: str, queue: str, outcome: str, seconds: float) -> None:
         if not conf.STATS:
             return
-        key = (math.floor(time.monotonic()), job, queue, str(outcome))
+        key = (math.floor(time.monotonic()), job, queue, outcome)
         with self._lock:
             tally = self._pending.get(key)
             if tally is None:
@@ -137,7 +147,11 @@ class Aggregate:
         a flush the database refuses is logged, and its counts are kept, each
         at its second, to be placed and added by the next one.
         """
-        if not force and (self.due_in() or 0.0) > 0:
+        try:
+            if not force and (self.due_in() or 0.0) > 0:
+                return 0
+        except Exception as exc:  # F12: a setting that cannot be read is no drive's failure
+            logger.warning("Pass statistics not written (%s)", describe(exc))
             return 0
         with self._lock:
             taken, self._pending = self._pending, {}

@@ -12,12 +12,27 @@ loop ends. With a ``stop_timeout``, a pass still running that long after the
 signal is released at its next step boundary (no attempt charged, due again
 at once). A second signal exits at once; the lease it held simply expires.
 Nothing the worker does not hold is ever released.
+
+A pass whose handler never returns (F13) does not keep a stopping worker
+alive: :data:`~.pool.HUNG_GRACE` after ``stop_timeout`` the passes still in
+flight are abandoned (their leases expire, the runs are taken over) and the
+loop ends; should the loop's own thread be the one stuck in a handler
+(``--concurrency 1``), a watchdog flushes the statistics and exits the
+process :data:`EXIT_GRACE` after that.
+
+When the database refuses connections (F10: ``max_connections`` reached),
+a drive that cannot run, or that lost a pass's connection, is followed by a
+rest that starts at :data:`RETRY_FIRST` and doubles up to ``interval``
+(with jitter, so several workers do not retry in step), never a tight loop;
+meanwhile the idle pass threads give their connections back
+(:meth:`~.pool.Pool.scarce`), and passes in flight go on.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import random
 import signal
 import threading
 import time
@@ -31,6 +46,7 @@ from .dispatcher import Dispatcher
 from .driver import DriveReport, concurrency_of, finish, run_due_jobs
 from .errors import describe, one_line
 from .listener import Listener
+from .pool import HUNG_GRACE
 from .resting import due_in
 from .stats import aggregate
 from .times import duration
@@ -44,6 +60,11 @@ _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 LISTEN_RETRY = 60.0
 #: A rest that ends for a statistics flush (O1) ends this much after it is due.
 FLUSH_SLACK = 0.01
+#: The first rest after a drive that could not run (F10); it doubles up to ``interval``.
+RETRY_FIRST = 0.25
+#: How long after ``stop_timeout`` (and the pool's :data:`HUNG_GRACE`) a worker whose
+#: own thread is stuck in a handler is ended by its watchdog (F13).
+EXIT_GRACE = 5.0
 
 
 class Worker:
@@ -74,6 +95,8 @@ class Worker:
         self._stop_asked_at: float | None = None
         self._stopping = threading.Event()
         self._outage: str | None = None
+        #: Drives in a row that could not run or lost a connection: the back-off (F10).
+        self._failures = 0
         self._listener: Listener | None = None
         self._listen_at: float | None = None  # when to try LISTEN again, after losing it
 
@@ -88,6 +111,41 @@ class Worker:
         self._stopping.set()
         if signum is not None:
             logger.info("Worker stopping after the pass in flight (signal %s)", signum)
+            if self.stop_timeout is not None:
+                self._watch(signum)
+
+    def _watch(self, signum: int) -> None:
+        """End the process if it has not ended well past ``stop_timeout`` (F13).
+
+        The loop's own thread may be the one stuck in a handler that never
+        returns: nothing else would ever end the process.
+        """
+        assert self.stop_timeout is not None
+        seconds = self.stop_timeout + HUNG_GRACE + EXIT_GRACE
+
+        def end() -> None:
+            logger.error(
+                "Worker still running %s after the stop was asked: a handler does not return; "
+                "exiting, its lease will expire",
+                duration(seconds),
+            )
+            aggregate.flush(force=True)  # O1: the last figures; never raises
+            os._exit(128 + signum)
+
+        watchdog = threading.Timer(seconds, end)
+        watchdog.daemon = True
+        watchdog.name = "leasejobs-stop-watchdog"
+        watchdog.start()
+
+    def _past_stop(self) -> bool:
+        """Whether the passes in flight are to be abandoned: ``stop_timeout`` and
+        :data:`HUNG_GRACE` have passed since the stop was asked (F13)."""
+        asked = self._stop_asked_at
+        return (
+            asked is not None
+            and self.stop_timeout is not None
+            and time.monotonic() - asked >= self.stop_timeout + HUNG_GRACE
+        )
 
     def overdue(self) -> bool:
         """Whether a stop was asked more than ``stop_timeout`` seconds ago."""
@@ -133,11 +191,12 @@ class Worker:
             # W5: every pass in flight finishes (or, past --stop-timeout, is released at
             # its next step boundary), and is reported, before the threads close.
             try:
-                last = finish(self._dispatcher)
+                last = finish(self._dispatcher, self._past_stop)
                 if not last.idle:
                     self.on_report(last)
             finally:
-                self._dispatcher.close()
+                # Past --stop-timeout, a thread still in a hung pass is left behind (F13).
+                self._dispatcher.close(None if self.stop_timeout is None else HUNG_GRACE)
                 self._dispatcher = None
         aggregate.flush(force=True)  # O1: the last figures, at exit
         if self._listener is not None:
@@ -151,9 +210,14 @@ class Worker:
         if self.stopping:
             return report
         dispatched = self._dispatcher is not None and self._dispatcher.dispatched
-        if report is not None and (report.attempted or dispatched):
+        failed = report is None or bool(report.aborted)
+        self._failures = self._failures + 1 if failed else 0
+        if self._dispatcher is not None:
+            self._dispatcher.scarce(failed)  # F10: idle pass threads give connections back
+        if report is not None and not failed and (report.attempted or dispatched):
             self._hear_out()  # what came in meanwhile, the next drive answers
         else:
+            close_old_connections()  # CONN_MAX_AGE = 0: no connection held through a rest
             self._rest()
             if self._dispatcher is not None:
                 self._dispatcher.rested()  # stale pass connections go before the next drive
@@ -177,11 +241,14 @@ class Worker:
 
         A throttled run's release, a retry's back-off, a ``Defer``: without
         this, a rate-limited backlog would drain at one begin per interval.
-        After a drive that could not run, the full interval: the database is
-        not asked again until then.
+        After a drive that could not run (or lost a connection), a back-off
+        from :data:`RETRY_FIRST` doubling up to ``interval`` (F10): the
+        database is not asked again in a tight loop.
         """
-        if self._outage is not None:
-            return self.interval
+        if self._failures:
+            # F10: not a tight loop, nor a full interval while connections come and go.
+            backoff: float = RETRY_FIRST * 2.0 ** min(self._failures - 1, 16)
+            return min(self.interval, backoff * random.uniform(0.75, 1.25))
         rest = self.interval
         flush = aggregate.due_in()  # O1: an idle worker writes its last figures in time
         if flush is not None:

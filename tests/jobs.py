@@ -6,6 +6,7 @@ from contextlib import contextmanager
 from datetime import timedelta
 
 from django_leasejobs import Limit, Rate, Retry, job
+from tests.faults import stall_jobs as _stall_jobs  # noqa: F401 - F10, F11, F13's jobs
 from tests.faults import work as _f678_jobs  # noqa: F401  (F6-F8's jobs, tests.f678.*)
 
 

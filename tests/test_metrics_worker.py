@@ -96,7 +96,8 @@ def test_o2_w5_metrics_port_serves_the_growing_pass_counters_of_a_real_worker():
     assert value(found, "leasejobs_throttled_passes_total") == 0
     assert [s.name for s in found if s.name == "leasejobs_claims_lost_total"]
     connections_in_use = value(found, "leasejobs_database_connections")
-    assert 2 <= connections_in_use <= 2 + 2, connections_in_use  # the drive's + a pass thread's
+    # Within W5's N + 2; an idle worker gives its connections back (F10), so no lower bound.
+    assert 0 <= connections_in_use <= 2 + 2, connections_in_use
     own = {r.pk for r in first + second} | {r.instance for r in first + second}
     own |= {f"payload-{n}" for n in range(5)}
     for sample in found:

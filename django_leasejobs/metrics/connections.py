@@ -10,6 +10,8 @@ from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.signals import connection_created
 
+from django_leasejobs.contained import contained
+
 __all__ = ["OpenConnections"]
 
 
@@ -40,7 +42,8 @@ class OpenConnections:
         connection_created.disconnect(dispatch_uid=self._uid)
 
     def _opened(self, sender: Any, connection: BaseDatabaseWrapper, **kwargs: Any) -> None:
-        with self._lock:
+        # Sent as a connection opens: what fails here must not fail the connect (F12).
+        with contained("Connection metrics"), self._lock:
             self._seen.add(connection)
 
     def count(self) -> int:

@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import start_http_server
 
 from django_leasejobs import stats
-from django_leasejobs.errors import describe
+from django_leasejobs.contained import contained
 from django_leasejobs.models.observability import BUCKETS
 from django_leasejobs.registry import registry
 from django_leasejobs.states import UNTIMED_OUTCOMES, PassOutcome
@@ -70,18 +70,17 @@ class WorkerMetrics:
         milliseconds of bookkeeping would read as a fast pass in every
         percentile, so it is not timed.
         """
-        try:
+        with contained("Worker metrics"):  # an extra: never a drive's failure (F12)
             self.passes.labels(job, queue, outcome).inc()
             if outcome not in UNTIMED_OUTCOMES:
                 self.pass_seconds.labels(job, queue).observe(max(0.0, seconds))
             if outcome == PassOutcome.THROTTLED:
                 self.throttled.inc()
-        except Exception as exc:  # the metrics are an extra: never a drive's failure
-            logger.warning("Worker metrics did not count a pass (%s)", describe(exc))
 
     def lost(self) -> None:
-        """One claim lost to another worker (a :data:`.stats.lost_observers` hook)."""
-        self.claims_lost.inc()
+        """One claim lost to another worker (a :data:`.stats.lost_observers` hook); never raises."""
+        with contained("Worker metrics"):
+            self.claims_lost.inc()
 
     def zero(self) -> None:
         """Create, at 0, every series this process can count for the jobs registered here.

@@ -19,11 +19,23 @@ half-hours always hold what the minutes hold.
 
 This is SQL the ORM does not write: ``bulk_create(update_conflicts=True)``
 sets a column to the new value, it cannot add to it.
+
+A flush waits at most :data:`LOCK_TIMEOUT` for a lock (F11): a migration, a
+``CREATE INDEX``, a ``VACUUM FULL`` or an operator's ``LOCK TABLE`` on the
+statistics tables must not hold the drive that flushes -- and with it every
+pass -- for as long as it lasts. The statement fails instead, and its
+figures wait for the next flush (:mod:`django_leasejobs.stats`). On
+PostgreSQL ``SET LOCAL lock_timeout`` (this transaction only); on MariaDB
+``SET STATEMENT lock_wait_timeout=1, innodb_lock_wait_timeout=1 FOR`` (the
+table's metadata lock, then its rows; whole seconds); on MySQL the same
+through ``SET_VAR`` hints. SQLite has no table locks: a writer there holds
+the whole database, which every pass waits for anyway.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +49,11 @@ from .base import conflicts_retried
 if TYPE_CHECKING:
     from django_leasejobs.stats import Tally
 
-__all__ = ["HALF_HOUR", "Row", "add_stats", "half_hour_of"]
+__all__ = ["HALF_HOUR", "LOCK_TIMEOUT", "Row", "add_stats", "half_hour_of", "lock_wait_bounded"]
+
+#: How long a flush waits for a lock on a statistics table, in seconds (F11);
+#: MariaDB and MySQL count whole seconds, so there it is 1.
+LOCK_TIMEOUT = 0.5
 
 _DIMENSIONS = ("job", "queue", "outcome")
 _SUMMED = ("count", "total_seconds", *BUCKET_FIELDS)
@@ -60,8 +76,51 @@ def add_stats(rows: list[Row]) -> None:
     """
     using = router.db_for_write(PassStat)
     with transaction.atomic(using=using), connections[using].cursor() as cursor:
+        if cursor.db.vendor == "postgresql":  # F11: this transaction only
+            cursor.execute(f"SET LOCAL lock_timeout = '{round(LOCK_TIMEOUT * 1000)}ms'")
         _add(cursor, PassStat, "minute", rows)
         _add(cursor, PassStatHalfHour, "half_hour", _half_hours(rows))
+
+
+@contextmanager
+def lock_wait_bounded(using: str) -> Iterator[None]:
+    """Statements on *using*'s connection in this block wait at most :data:`LOCK_TIMEOUT`
+    for a lock (F11), each in whatever transactions it makes: the session's setting,
+    put back afterwards. For the statistics' prune (housekeeping, on the drive's path)."""
+    connection = connections[using]
+    if connection.vendor not in ("postgresql", "mysql"):
+        yield
+        return
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(f"SET lock_timeout = '{round(LOCK_TIMEOUT * 1000)}ms'")
+            restore = "RESET lock_timeout"
+        else:
+            cursor.execute("SELECT @@SESSION.lock_wait_timeout, @@SESSION.innodb_lock_wait_timeout")
+            metadata, rows = cursor.fetchone()
+            wait = max(1, round(LOCK_TIMEOUT))
+            cursor.execute(f"SET SESSION lock_wait_timeout={wait}, innodb_lock_wait_timeout={wait}")
+            restore = (
+                f"SET SESSION lock_wait_timeout={int(metadata)}, "
+                f"innodb_lock_wait_timeout={int(rows)}"
+            )
+    try:
+        yield
+    finally:
+        if connection.is_usable():
+            with connection.cursor() as cursor:
+                cursor.execute(restore)
+
+
+def _bounded(connection: Any, sql: str) -> str:
+    """*sql* made to wait at most a second for a lock on MariaDB and MySQL (F11)."""
+    if connection.vendor != "mysql":
+        return sql  # PostgreSQL: SET LOCAL lock_timeout, once per transaction
+    wait = max(1, round(LOCK_TIMEOUT))
+    if getattr(connection, "mysql_is_mariadb", False):
+        return f"SET STATEMENT lock_wait_timeout={wait}, innodb_lock_wait_timeout={wait} FOR {sql}"
+    hints = f"/*+ SET_VAR(lock_wait_timeout={wait}) SET_VAR(innodb_lock_wait_timeout={wait}) */"
+    return sql.replace("INSERT INTO", f"INSERT {hints} INTO", 1)
 
 
 def half_hour_of(moment: datetime) -> datetime:
@@ -94,6 +153,7 @@ def _add(cursor: Any, model: type[PassFigures], moment: str, rows: list[Row]) ->
     for start in range(0, len(rows), size):
         chunk = rows[start : start + size]
         sql = _upsert(connection.vendor, connection.ops.quote_name, model, moment, len(chunk))
+        sql = _bounded(connection, sql)
         params: list[Any] = []
         for at, job, queue, outcome, tally in chunk:
             params += [connection.ops.adapt_datetimefield_value(at), job, queue, outcome]
