@@ -42,9 +42,9 @@ from tests.faults.fleet import Fleet, Worker, pause, resume
 from tests.faults.jobs import LEASE, WALK
 from tests.faults.proxy import FaultProxy
 from tests.models import Effect
-from tests.utils import on_a_server_only, wait_for
+from tests.utils import over_a_network_only, wait_for
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.faults, on_a_server_only]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.faults, over_a_network_only]
 
 FAULTS = int(os.environ.get("LEASEJOBS_MATRIX_FAULTS", "3"))
 PASSES, STEPS, STEP_SECONDS = 3, 2, 0.2
