@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 
 import pytest
@@ -20,6 +21,22 @@ def _processes_ended():
 
     yield
     end_started()
+
+
+@pytest.fixture(autouse=True)
+def _package_logger_restored():
+    """The ``django_leasejobs`` logger as it was before the test.
+
+    A command run in-process (``call_command("rundueJobs")``) sets the logger's
+    level for the whole process, as it should in a worker: left so, a later
+    test's ``caplog`` would miss the records below that level, and whether a
+    test passed would depend on which ran before it.
+    """
+    logger = logging.getLogger("django_leasejobs")
+    level, handlers = logger.level, list(logger.handlers)
+    yield
+    logger.setLevel(level)
+    logger.handlers[:] = handlers
 
 
 @pytest.fixture
