@@ -244,7 +244,7 @@ def run_chaos(tmp_path: Path, *, restart: bool, threads: int = 1) -> None:
             if now >= next_kill:
                 fleet.kill_one()
                 next_kill = now + random.uniform(*KILL_EVERY)
-            time.sleep(0.2)
+            time.sleep(0.2)  # the killer's cadence, not a wait: nothing is asserted here
     finally:
         fleet.stop()
     wall = time.monotonic() - began

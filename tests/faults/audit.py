@@ -128,7 +128,7 @@ def settled(run_ids: Sequence[str], seconds: float, live: Sequence[str] = ("runn
                 return True
         except DatabaseError:
             connection.close()  # reopened on the next query
-        time.sleep(0.2)
+        time.sleep(0.2)  # the poll's interval, under the deadline above
     return False
 
 

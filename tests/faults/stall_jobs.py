@@ -22,7 +22,7 @@ HUNG_LONG = "tests.faults.stall.hung_long"
 
 
 def _brief(p):
-    time.sleep((p.payload or {}).get("sleep", 0.05))
+    time.sleep((p.payload or {}).get("sleep", 0.05))  # the pass's own work, not a wait
     return p.done()
 
 

@@ -100,7 +100,7 @@ def noted(worker: Worker) -> None:
 def paused(round_: Round, worker: Worker) -> None:
     """F1: SIGSTOP past the lease, then SIGCONT."""
     pause(worker)
-    time.sleep(PAST_THE_LEASE)
+    time.sleep(PAST_THE_LEASE)  # the fault's length is the point: longer than the lease
     resume(worker)
 
 
@@ -117,7 +117,7 @@ def cut_off(round_: Round, worker: Worker) -> None:
     proxy = round_.proxies[worker.pid]
     noted(worker)
     proxy.blackhole()
-    time.sleep(PAST_THE_LEASE)
+    time.sleep(PAST_THE_LEASE)  # the fault's length is the point: longer than the lease
     proxy.heal()
 
 
