@@ -31,13 +31,12 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any
 
-from .errors import describe
+from .contained import failed_once
 
 if TYPE_CHECKING:
     from .leases import Lease
@@ -52,23 +51,11 @@ logger = logging.getLogger("django_leasejobs")
 _modules: tuple[ModuleType, ModuleType] | None = None
 _looked = False
 
-#: The kinds of tracing failure logged so far in this process (F12: once each), under
-#: :data:`_failed_lock`: passes on several threads (W5) may fail at once.
-_failed_kinds: set[str] = set()
-_failed_lock = threading.Lock()
-
 
 def _failed(kind: str, exc: BaseException) -> None:
-    """Log a failure of the site's tracing, once per *kind* and process (F12)."""
-    with _failed_lock:
-        first = kind not in _failed_kinds
-        _failed_kinds.add(kind)
-    if first:
-        logger.warning(
-            "Tracing failed (%s): %s; the pass goes on untraced there (logged once per process)",
-            kind,
-            describe(exc),
-        )
+    """Log a failure of the site's tracing, once per *kind* and process (F12), as every
+    integration's failure is (:func:`~.contained.failed_once`)."""
+    failed_once(f"Tracing ({kind})", exc)
 
 
 class _Contained(AbstractContextManager[Any]):
