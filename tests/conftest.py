@@ -8,6 +8,21 @@ from django.conf import settings
 from django.test import override_settings
 
 from django_leasejobs.clock import FrozenClock, get_clock
+from tests import watchdog
+
+_watchdog = pytest.StashKey[object]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A pytest that dies leaves no worker behind either (``tests/watchdog.py``)."""
+    config.stash[_watchdog] = watchdog.watch()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    guard = config.stash.get(_watchdog, None)
+    if guard is not None:
+        guard.stdin.close()  # the watchdog ends what is left, then exits
+        guard.wait(timeout=60)
 
 
 @pytest.fixture(autouse=True)
