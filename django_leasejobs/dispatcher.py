@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
-from django.db import DatabaseError
+from django.db import DatabaseError, connections
 
 from .dispatch import DueKey, Walk, drive
 from .errors import connection_lost, describe
@@ -60,6 +60,8 @@ class _Ran(NamedTuple):
     skipped: bool = False
     #: Whether this process held the run's claim (a stretch's claim may go elsewhere).
     won: bool = True
+    #: The thread had no connection and the database refused one: nothing was claimed (F10).
+    refused: bool = False
 
 
 #: The drive's warning for a pass abandoned on its thread (F13).
@@ -72,6 +74,14 @@ _ABANDONED = (
 _NOT_WON = _Ran([], 0.0, won=False)
 #: A run whose pass never began here, uncharged (L2).
 _SKIPPED = _Ran([], 0.0, skipped=True)
+#: A run its thread could not claim for want of a connection: due again, uncharged (F10).
+_REFUSED = _Ran([], 0.0, refused=True)
+
+#: The drive's warning, once, when a thread found connections refused (F10).
+_REFUSED_NOTE = (
+    "a pass thread got no database connection (refused): its runs stay due, uncharged, "
+    "and the threads that have one go on (F10)"
+)
 
 
 class _Unclaimed:
@@ -211,6 +221,13 @@ class Dispatcher:
                 state.report.errors.append(Note(keys[0].id, describe(done.error)))
                 continue
             ran: list[_Ran] = done.value
+            if ran and ran[0].refused:
+                # F10: nothing was claimed; fewer passes at once, not a drive aborted as
+                # if the database were down. Idle threads give their connections back.
+                self.pool.scarce()
+                if all(note.text != _REFUSED_NOTE for note in state.report.warnings):
+                    state.report.warnings.append(Note(keys[0].id, _REFUSED_NOTE))
+                continue
             if not any(one.won for one in ran):
                 state.lost(keys[0])  # another worker is on this stretch of the due order
             for key, one in zip(keys, ran, strict=True):
@@ -229,7 +246,25 @@ def _alone(state: Walk, key: DueKey, spec: Job, handed: _Unclaimed) -> _Ran:
     handed.discard([key])  # from here on a claim, or the other worker's, keeps it from a drive
     if state.stop():  # it waited for a thread while the drive was told to stop (W5)
         return _SKIPPED
+    if not _connected(state.using):
+        return _REFUSED
     return _timed(state, key, spec, None)
+
+
+def _connected(using: str) -> bool:
+    """Whether this thread has a connection, opening one if it has none; ``False`` if refused.
+
+    Asked before the claim, so a refusal is known to have claimed nothing
+    (F10): with the server at its connection limit the run stays due and the
+    drive goes on with the threads that hold a connection, instead of
+    reading the refusal as an outage and aborting the drive. Free while
+    connected: Django opens nothing when it has a connection.
+    """
+    try:
+        connections[using].ensure_connection()
+    except DatabaseError:
+        return False
+    return True
 
 
 def _timed(
@@ -258,6 +293,9 @@ def _stretch(state: Walk, keys: list[DueKey], spec: Job, handed: _Unclaimed) -> 
     behind a pass that runs long; once the drive is told to stop, no
     further pass begins and the rest are given back, uncharged (W5).
     """
+    if not _connected(state.using):
+        handed.discard(keys)
+        return [_REFUSED] * len(keys)
     claims = Claims()
     try:
         claims.claim([key.id for key in keys], spec)
