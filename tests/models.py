@@ -66,3 +66,12 @@ class WalkedByUUID(models.Model):
 
     def __str__(self) -> str:
         return f"{self.pk} touched {self.touched}"
+
+
+class Contact(models.Model):
+    """The contacts table of the backfill how-to (docs/howto/backfills.md)."""
+
+    email = models.CharField(max_length=254)
+
+    def __str__(self) -> str:
+        return self.email
