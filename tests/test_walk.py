@@ -376,3 +376,17 @@ def test_s3_a_cursor_that_is_not_a_key_of_the_model_is_named_as_such(define):
     run_due_jobs(jobs=[spec.name])
     run_due_jobs(jobs=[spec.name])
     assert "the run's cursor is not a primary key of WalkedByUUID (a dict)" in fresh(run).last_error
+
+
+def test_s3_a_text_key_too_long_for_a_step_name_is_named_by_its_prefix_and_a_digest():
+    from django_leasejobs.models import STEP_NAME_LENGTH
+    from django_leasejobs.walking import Walk
+
+    walk = Walk.over(WalkedByName.objects.all(), 10)
+    one, other = (WalkedByName(name="k" * 300 + end) for end in ("1", "2"))
+
+    names = {walk.step_name(one), walk.step_name(other)}
+    assert len(names) == 2  # the same 150-character prefix, told apart by the digest
+    assert all(name.startswith("walk:" + "k" * 150) for name in names)
+    assert all(len(name) <= STEP_NAME_LENGTH for name in names)
+    assert walk.step_name(WalkedByName(name="short")) == "walk:short"
