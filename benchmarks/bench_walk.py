@@ -21,6 +21,10 @@ same in both ways of walking it: one ``UPDATE`` setting ``touched = touched +
 * **walk, one drive**: the same with ``run_due_jobs(max_passes=...)`` large enough
   that one drive takes the run from start to end (``rundueJobs --max-passes``).
 
+A drive's own cost is the site's: the benchmark project registers one
+minutely schedule (``bench.minutely_skip``), which every drive checks (S1, S6),
+as a site's worker would; one pass a drive pays it per batch, one drive once.
+
 Each round times the three in turn, the order reversed every other round so
 that drift on a noisy machine (and the dead tuples each walk leaves) weighs on
 each alike; ``VACUUM ANALYZE`` runs before each timing, outside it. After each,
