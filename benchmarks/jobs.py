@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import os
 import time
+from datetime import timedelta
 
-from django_leasejobs import job
+from django_leasejobs import Retry, job
 
 #: ``drain.py --io MS``: each no-op pass blocks this long after it counts (I/O-bound work).
 SLEEP = float(os.environ.get("LEASEJOBS_BENCH_SLEEP_MS", "0")) / 1000
@@ -45,3 +46,24 @@ def steps(p):
 @job("bench.minutely_skip", schedule="* * * * *", timezone="UTC", missed="skip")
 def minutely_skip(p):
     return p.done()
+
+
+def touch(batch):
+    """``bench_walk.py``'s batch work: one UPDATE of the batch's rows, each ``touched`` + 1."""
+    from django.db.models import F
+
+    from benchmarks.models import WalkRow
+
+    WalkRow.objects.filter(pk__in=[row.pk for row in batch]).update(touched=F("touched") + 1)
+
+
+@job(
+    "bench.walk",
+    lease=timedelta(seconds=10),
+    # bench_walk.py --kill-every: each SIGKILL charges the pass it cut short one attempt (L3).
+    retry=Retry(max_attempts=1000, base=timedelta(milliseconds=50), cap=timedelta(seconds=1)),
+)
+def walk(p):
+    from benchmarks.models import WalkRow
+
+    return p.walk(WalkRow.objects.all(), touch, size=p.payload["size"])

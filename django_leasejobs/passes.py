@@ -34,8 +34,11 @@ from .ledger import Ledger
 from .policy import Retry
 from .tracing import step_span
 from .verdicts import PassRecord, Verdict
+from .walking import Walk
 
 if TYPE_CHECKING:
+    from django.db.models import Model, QuerySet
+
     from .leases import Lease
     from .models import Run
 
@@ -53,6 +56,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+M = TypeVar("M", bound="Model")
 #: ``progress_total`` is a 64-bit column.
 TOTAL_MAX = 2**63 - 1
 #: Passes in a row that returned with the cursor unchanged and no step recorded, after
@@ -165,6 +169,43 @@ class Pass:
         its path (``result.rows.3``).
         """
         return PassResult(done=True, result=result)
+
+    def walk(
+        self,
+        queryset: QuerySet[M],
+        fn: Callable[[list[M]], object],
+        *,
+        size: int = 500,
+        total: bool = False,
+    ) -> PassResult:
+        """Do the next batch of *queryset* after the cursor; return this from the handler.
+
+        Reads the next at most *size* objects in primary-key order after the
+        cursor (the last key done; ``None``: from the start), calls ``fn(batch)``
+        -- a list of model instances -- as the step ``walk:<first pk>``, so a batch
+        done before a crash is not done again (R5), and counts them in
+        ``walked``. Returns ``advance(<last pk>)``, or ``done()`` once a batch
+        is empty or shorter than *size*. With ``total=True`` the first pass
+        (cursor ``None``) also sets ``total(queryset.count())``. A key that is
+        not a JSON value (a UUID) is kept in the cursor as text.
+
+        Raises :class:`TypeError` or :class:`ValueError` for what cannot be
+        walked -- not a ``QuerySet``, a sliced one, a *size* that is not an int
+        of at least 1 -- before anything is read.
+        """
+        walk = Walk.over(queryset, size)
+        if not isinstance(total, bool):
+            raise TypeError(f"walk() takes total= as a bool, got {total!r}")
+        if total and self.cursor is None:
+            self.total(walk.queryset.count())
+        batch = walk.batch_after(self.cursor)
+        if not batch:
+            return self.done()
+        # The stored result, not the batch read now, says what was done: a replay after
+        # a crash goes on from the same key even if rows joined the batch's range since.
+        did = self.step(walk.step_name(batch[0]), lambda: walk.do(batch, fn))
+        self.count("walked", did["walked"])
+        return self.done() if did["walked"] < size else self.advance(did["last"])
 
     @property
     def lease_owner(self) -> str:

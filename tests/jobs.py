@@ -482,3 +482,28 @@ def monitored_broken(p):
 # The fault tests' jobs (§17) live beside their tests; registered here, where every
 # worker process finds the tests app's jobs.
 from tests.faults import jobs as _fault_jobs  # noqa: E402, F401
+
+
+def _touch(batch):
+    """``p.walk``'s batch work in the tests: each row's ``touched`` up by one, in one UPDATE."""
+    from django.db.models import F
+
+    if batch:
+        type(batch[0]).objects.filter(pk__in=[row.pk for row in batch]).update(
+            touched=F("touched") + 1
+        )
+
+
+@job("tests.walk_killed", lease=timedelta(seconds=1), retry=Retry(max_attempts=5))
+def walk_killed(p):
+    """Walk ``tests.Walked`` three rows a pass; the first attempt of the pass whose cursor is
+    ``payload["hang_after"]`` hangs after its batch's step is recorded, before the commit,
+    until the test SIGKILLs the worker (tests/test_walk.py)."""
+    import time
+
+    from tests.models import Walked
+
+    result = p.walk(Walked.objects.all(), _touch, size=3)
+    if p.cursor == p.payload["hang_after"] and p.attempt == 1:
+        time.sleep(600)
+    return result

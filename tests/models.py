@@ -37,3 +37,41 @@ class Begun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_id} began {self.began_at:%H:%M:%S.%f}"
+
+
+class Walked(models.Model):
+    """A row ``p.walk`` visits, by an integer key; ``touched`` counts the batches that did it."""
+
+    touched = models.IntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.pk} touched {self.touched}"
+
+
+class WalkedByName(models.Model):
+    """The same, keyed by text (a ``CharField`` primary key)."""
+
+    name = models.CharField(max_length=40, primary_key=True)
+    touched = models.IntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.pk} touched {self.touched}"
+
+
+class WalkedByUUID(models.Model):
+    """The same, keyed by a UUID: not a JSON value, so its cursor is text."""
+
+    id = models.UUIDField(primary_key=True)
+    touched = models.IntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.pk} touched {self.touched}"
+
+
+class Contact(models.Model):
+    """The contacts table of the backfill how-to (docs/howto/backfills.md)."""
+
+    email = models.CharField(max_length=254)
+
+    def __str__(self) -> str:
+        return self.email
