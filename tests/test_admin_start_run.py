@@ -9,8 +9,6 @@ joined and linked (R1); a confirmation for a job not safe to repeat; a
 
 from __future__ import annotations
 
-from decimal import Decimal
-
 import pytest
 from django import forms
 from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
