@@ -260,6 +260,16 @@ def test_a9_an_empty_payload_is_none(admin_client, jobs):
     assert Run.objects.get().decoded_payload().value is None
 
 
+@db
+def test_a9_an_instance_left_empty_or_not_sent_is_default(admin_client, jobs):
+    admin_client.post(add_url(), {"job": "t.a9.plain", "instance": "", "payload": "1"})
+    admin_client.post(add_url(), {"job": "t.a9.import", "source": "crm", "limit": "1"})
+    assert sorted(Run.objects.values_list("job", "instance")) == [
+        ("t.a9.import", "default"),
+        ("t.a9.plain", "default"),
+    ]
+
+
 @pytest.mark.parametrize(
     ("payload", "error"),
     [
@@ -320,7 +330,7 @@ def test_a9_a_form_that_converts_its_values_starts_the_run(admin_client, jobs):
 @db
 def test_a9_the_forms_own_errors_and_a_bad_instance_rerender_and_write_nothing(admin_client, jobs):
     response = admin_client.post(
-        add_url(), {"job": "t.a9.import", "instance": "", "source": "nowhere", "limit": "0"}
+        add_url(), {"job": "t.a9.import", "instance": "a\x00b", "source": "nowhere", "limit": "0"}
     )
     assert response.status_code == 200
     assert set(response.context["job_form"].errors) == {"source", "limit"}
