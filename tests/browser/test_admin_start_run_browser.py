@@ -108,6 +108,15 @@ def test_a9_at_390_px_the_start_page_is_whole_and_its_errors_are_on_their_fields
         assert "id_limit_helptext" in described.split()
         assert admin.text("#id_limit_helptext") == "At most this many contacts."
 
-        define("t.browser.plain", imports)  # without a form: the JSON payload's box
-        admin.open(f"{ADD}?job=t.browser.plain")
+        define("t.browser.fragile", imports, safe_to_repeat=False)  # a JSON payload's box
+        admin.open(f"{ADD}?job=t.browser.fragile")
         assert_whole_in_view(admin, admin.find("#id_payload"), "#id_payload")
+        long = '{"note": "' + "a-long-word-with-no-space-" * 20 + '"}'
+        admin.find("#id_payload").send_keys(long)
+        admin.submit(admin.find('#leasejobs-start-form [name="_start"]'))
+        payload = admin.find("#leasejobs-start-payload")  # the confirmation, at 390 px
+        assert_whole_in_view(admin, payload, "the payload")
+        assert_whole_in_view(admin, admin.find('[name="_confirm"]'), "Yes, start it")
+        assert driver.execute_script(
+            "return document.documentElement.scrollWidth <= window.innerWidth"
+        ), "the confirmation scrolls sideways"
