@@ -53,8 +53,9 @@ def _describe(value: object) -> str:
     kind = type(value)
     if kind is float:
         return f"the float {value!r}, which JSON cannot hold"
-    article = "an" if kind.__name__[:1].lower() in "aeiou" else "a"
-    return f"{article} {kind.__module__}.{kind.__qualname__}".replace(" builtins.", " ")
+    name = f"{kind.__module__}.{kind.__qualname__}".removeprefix("builtins.")
+    article = "an" if name[:1].lower() in "aeiou" else "a"  # of what is shown: "a django...User"
+    return f"{article} {name}"
 
 
 def check_queue_safe(value: object, root: str) -> None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import croniter
+from django import forms
 
 from . import cron
 from .exceptions import InvalidJob
@@ -27,12 +28,16 @@ from .states import MissedRule
 if TYPE_CHECKING:
     from .registry import Job
 
-__all__ = ["MIN_LEASE", "NAME_RE", "validate"]
+__all__ = ["MIN_LEASE", "NAME_RE", "PAGE_FIELDS", "form_problem", "validate"]
 
 #: Job names: no whitespace, and no ``|``, which separates job from instance
 #: in the coalescing key (R1).
 NAME_RE = re.compile(r"[A-Za-z0-9_.:/\-]{1,100}")
 MIN_LEASE = timedelta(milliseconds=100)
+#: The admin's "Start a run" page's own fields (A9), posted beside a job's form's fields:
+#: a form field may not take one of these names, nor one starting with ``_`` (the page's
+#: buttons, as Django's admin names ``_save``), nor the CSRF token's.
+PAGE_FIELDS = ("job", "instance", "payload", "again")
 
 
 def _is_duration(value: object) -> bool:
@@ -54,6 +59,27 @@ def _is_async(handler: Callable[..., Any]) -> bool:
         return False
     call = type(handler).__call__  # what calling the object runs
     return inspect.iscoroutinefunction(call) or inspect.isasyncgenfunction(call)
+
+
+def form_problem(form: object) -> str | None:
+    """Why *form* cannot be a job's ``form`` (SPEC §3, A9), or ``None`` when it can."""
+    if not (isinstance(form, type) and issubclass(form, forms.Form)):
+        return (
+            "form must be a django.forms.Form subclass (the class, whose cleaned_data "
+            f"is the run's payload), got {form!r}"
+        )
+    clashes = [
+        name
+        for name in form.base_fields
+        if name in PAGE_FIELDS or name.startswith("_") or name == "csrfmiddlewaretoken"
+    ]
+    if clashes:
+        return (
+            f"form field {clashes[0]!r} takes a name the admin's start page uses itself "
+            f"({', '.join(PAGE_FIELDS)}, csrfmiddlewaretoken, or one starting with '_'): "
+            "rename the field"
+        )
+    return None
 
 
 def validate(spec: Job) -> None:
@@ -100,6 +126,8 @@ def validate(spec: Job) -> None:
     for problem in routing:
         if problem:
             raise InvalidJob(name, problem)
+    if spec.form is not None and (problem := form_problem(spec.form)):
+        raise InvalidJob(name, problem)
     if spec.missed not in MissedRule.values:
         raise InvalidJob(
             name, f"missed must be one of {', '.join(MissedRule.values)}, got {spec.missed!r}"

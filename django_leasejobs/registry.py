@@ -22,6 +22,8 @@ from .routing import DEFAULT_QUEUE
 from .states import MissedRule, RunOrigin
 
 if TYPE_CHECKING:
+    from django.forms import Form
+
     from .passes import Pass, PassResult
     from .store import StartResult
 
@@ -56,6 +58,9 @@ class Job:
     priority: int = 0
     heartbeat: bool = False
     limit: Limit | None = None
+    #: What an operator fills in to start a run from the admin (A9): a ``Form`` class
+    #: whose ``cleaned_data`` is the payload. ``start()`` from code does not use it.
+    form: type[Form] | None = None
     #: Internal, for the built-in task job (SPEC §9): options that depend on
     #: the run -- its task's and its backend's -- resolved once it is claimed.
     per_run: Callable[[Any], Job] | None = field(default=None, repr=False, compare=False)
@@ -160,6 +165,7 @@ class JobOptions(TypedDict, total=False):
     priority: int
     heartbeat: bool
     limit: Limit | None
+    form: type[Form] | None
 
 
 @overload
@@ -215,6 +221,15 @@ def job(
         fast they may begin, per key if it gives one, across every worker
         (SPEC §14). A pass over its limit runs nothing: it is ``throttled``
         and due again when the limit allows it.
+    form:
+        A ``django.forms.Form`` subclass: what an operator fills in to start a
+        run from the admin ("Start a run", A9); its ``cleaned_data`` is the
+        run's payload, so each cleaned value must be queue-safe (R2) -- a form
+        converts a date to ISO text or a model instance to its primary key in
+        its ``clean_<field>()``. Its fields may not be named ``job``,
+        ``instance``, ``payload`` or ``again`` (the page's own), nor start
+        with ``_``. ``start()`` from code does not use it. Without a form,
+        the page asks for the payload as JSON.
 
     Raises
     ------

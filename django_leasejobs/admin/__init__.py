@@ -1,4 +1,4 @@
-"""The operators' admin (SPEC §8, A1-A8).
+"""The operators' admin (SPEC §8, A1-A9).
 
 Operators read runs and schedules here and act on them through
 :mod:`django_leasejobs.operators` -- compare-and-set functions (cancel, retry,
@@ -19,7 +19,8 @@ does not register is refused with a warning.
   :mod:`.next_due` -- when a live run is next due, and why; :mod:`.folds` --
   long values folded; :mod:`.run_actions` and :mod:`.run_page` -- the list's actions and the
   page's buttons (A3, A7); :mod:`.run_deletes` -- deleting finished runs,
-  never a live one (A7);
+  never a live one (A7); :mod:`.start_run` and :mod:`.start_form` -- "Start a
+  run", the only way the admin creates one, and its forms (A9);
 * :mod:`.tasks` -- what the run pages show of a Django task's run (SPEC §9);
 * :mod:`.schedules` and :mod:`.schedule_actions` -- the schedule pages, their
   actions, the missed ledger; :mod:`.times` -- times as ``<time>``

@@ -1,5 +1,5 @@
-"""The run pages (A1, A2, A4, A7): the list, the detail with its step ledger and its
-buttons, and the filters operators use.
+"""The run pages (A1, A2, A4, A7, A9): the list, the detail with its step ledger and its
+buttons, the filters operators use, and "Start a run" (:mod:`.start_run`).
 
 The list fits a 1 400 px window (A7): the id is shown short (the whole id in
 its ``title`` and its text), the times are one column of relative times,
@@ -47,6 +47,7 @@ from .run_columns import RunColumns
 from .run_deletes import RunDeletes
 from .run_fields import RunFields
 from .run_page import RunPage
+from .start_run import RunStarts
 from .steps import StepInline
 from .summary import summary
 from .tasks import (
@@ -81,7 +82,14 @@ class RunChangeList(SafeChangeList):
 
 @admin.register(Run)
 class RunAdmin(
-    GuardedActionsMixin, ReadOnlyMixin, TaskSection, RunColumns, RunFields, RunDeletes, RunPage
+    GuardedActionsMixin,
+    RunStarts,  # its add view starts a run (A9); before ReadOnlyMixin, which refuses adding
+    ReadOnlyMixin,
+    TaskSection,
+    RunColumns,
+    RunFields,
+    RunDeletes,
+    RunPage,
 ):
     # Nine columns that fit 1 400 px (A7): attempts and the lease are said by "next due"
     # while they matter, the four times are one column. The status comes right after the
