@@ -37,3 +37,12 @@ class Begun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_id} began {self.began_at:%H:%M:%S.%f}"
+
+
+class Subscriber(models.Model):
+    """A site's own table, for the backfill recipe of ``docs/howto/switching.md``."""
+
+    email = models.CharField(max_length=200)
+
+    def __str__(self) -> str:
+        return self.email
