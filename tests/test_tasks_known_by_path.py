@@ -131,7 +131,16 @@ def test_s9_o2_a_real_workers_metrics_port_labels_task_runs_with_their_paths():
     port = free_port()
     tasks.add.enqueue(1, 2)
     worker = django_command(
-        "rundueJobs", "--loop", "--interval", "0.2", "--job", TASK_JOB, "--metrics-port", str(port)
+        "rundueJobs",
+        "--loop",
+        "--interval",
+        "0.2",
+        "--job",
+        TASK_JOB,
+        "--concurrency",
+        "2",  # named on a pass thread, counted by the drive (W5)
+        "--metrics-port",
+        str(port),
     )
     try:
 
