@@ -211,7 +211,9 @@ class Walk:
         )
         for outcome in outcomes:
             self.report.tally(key.id, outcome)
-            aggregate.observe(key.job, outcome.queue, outcome.status, outcome.seconds)
+            # Known by its task's path for a task run (§9): the name its pass named.
+            known = outcome.job or key.job
+            aggregate.observe(known, outcome.queue, outcome.status, outcome.seconds)
             if outcome.throttle is not None:
                 self.limited.reached(key.job, outcome.throttle)
 

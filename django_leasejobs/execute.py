@@ -20,6 +20,7 @@ from .admission import admit, claim
 from .conclusion import Ending, conclude
 from .exceptions import UnreadableRow
 from .heartbeat import Heartbeat
+from .known import known_as
 from .leases import Claimed, Lease
 from .outcome import Outcome
 from .passes import Pass
@@ -68,8 +69,13 @@ def drive_run(
             admitted if isinstance(admitted, Outcome) else run_pass(admitted, interrupt, follower)
         )
         found = claimed.found
-        queue = (found.run if isinstance(found, UnreadableRow) else found).queue
-        outcomes.append(replace(outcome, seconds=time.monotonic() - started, queue=queue))
+        if isinstance(found, UnreadableRow):
+            run, instance = found.run, None  # its instance could not be read back
+        else:
+            run, instance = found, found.instance
+        job = known_as(run.job, instance)  # from the claimed row: no read, no decode (§9, §13)
+        seconds = time.monotonic() - started
+        outcomes.append(replace(outcome, seconds=seconds, queue=run.queue, job=job))
         if outcome.status != PassOutcome.ADVANCED:
             break
     return outcomes

@@ -33,9 +33,11 @@ class Outcome:
     warning: str = ""
     #: A throttled pass: which limit refused it, and when the run is due again.
     throttle: Throttled | None = None
-    #: How long the pass took, from its admission to its outcome, and its run's queue (O1).
+    #: How long the pass took, from its admission to its outcome, its run's queue, and
+    #: the name its run is known by (:func:`~.known.known_as`: a task run's task path) (O1).
     seconds: float = 0.0
     queue: str = ""
+    job: str = ""
     #: No pass: its queue was paused after the drive read it, so BEGIN refused it and the
     #: claim was let go, uncharged (W6). Not counted; the drive steps over the queue.
     paused: bool = False

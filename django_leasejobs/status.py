@@ -15,9 +15,11 @@ from datetime import datetime
 from typing import Any
 
 from django.db import router
+from django.db.models import Q
 
 from .clock import get_clock
 from .in_flight import InFlight, in_flight_of
+from .known import TASK_JOB, known_as
 from .leases import lease_state
 from .models import PausedQueue, Run, Schedule
 from .querysets import RunQuerySet
@@ -100,6 +102,8 @@ def paused_queue_entry(row: PausedQueue) -> dict[str, Any]:
 def run_entry(run: Run, now: datetime) -> dict[str, Any]:
     """One live run as the JSON output lists it: no payload, the cursor cut short.
 
+    ``job`` is the name the run is known by: a Django task's run, its task's path.
+
     Its lease is judged at *now*, the database's time (L1, A8): ``lease`` is
     held, claimed, expired, throttled (``throttled_by`` says which limit) or
     none. A throttled run holds nothing, whatever claim a drive has on it to
@@ -109,7 +113,7 @@ def run_entry(run: Run, now: datetime) -> dict[str, Any]:
     leased = lease in (LeaseState.LEASED, LeaseState.CLAIMED, LeaseState.EXPIRED)
     return {
         "id": run.id,
-        "job": run.job,
+        "job": known_as(run.job, run.instance),  # a task run: its task's path (§9)
         "instance": run.instance,
         "status": run.status,
         "attempts": run.attempts,
@@ -177,7 +181,8 @@ def read_status(jobs: Sequence[str] | None, limit: int) -> tuple[dict[str, Any],
     runs = Run.objects.using(using).live()
     if jobs:
         schedules = schedules.filter(job__in=jobs)
-        runs = runs.filter(job__in=jobs)
+        # A name may be a task's path, as the runs are listed (§9).
+        runs = runs.filter(Q(job__in=jobs) | Q(job=TASK_JOB, instance__in=jobs))
     # Enabled first, then by job, sorted here so every database orders alike.
     rows = sorted(schedules, key=lambda row: (not row.enabled, row.job))
     live = live_runs([row.job for row in rows]) if rows else {}

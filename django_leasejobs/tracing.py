@@ -1,7 +1,8 @@
 """O3: OpenTelemetry spans for passes and steps, linked to the code that started the run (§16).
 
 Where ``opentelemetry-api`` is importable, each pass is a span
-(``leasejobs.pass <job>``) and each step a child span (``leasejobs.step
+(``leasejobs.pass <job>``; a Django task's run is named by its task's path,
+:func:`~.known.known_as`) and each step a child span (``leasejobs.step
 <name>``), from the site's own tracer provider -- the app never configures
 one. ``start()``, ``start_many()`` and the tasks backend store the caller's
 W3C trace context on the run (:func:`carrier`, through the site's global
@@ -37,6 +38,7 @@ from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any
 
 from .contained import failed_once
+from .known import known_as
 
 if TYPE_CHECKING:
     from .leases import Lease
@@ -177,6 +179,7 @@ def takeover_span(lease: Lease) -> AbstractContextManager[Any]:
 @contextmanager
 def _pass_span(trace: ModuleType, propagate: ModuleType, lease: Lease, name: str) -> Iterator[Any]:
     run = lease.run
+    job = known_as(run.job, run.instance)  # a task run: its task's path (§9)
     tracer = trace.get_tracer("django_leasejobs")
     attributes = {
         "messaging.system": SYSTEM,
@@ -185,11 +188,11 @@ def _pass_span(trace: ModuleType, propagate: ModuleType, lease: Lease, name: str
         "messaging.destination.name": run.queue,
         "messaging.message.id": run.pk,
         "leasejobs.run.id": run.pk,
-        "leasejobs.job": run.job,
+        "leasejobs.job": job,
         "leasejobs.attempt": run.attempts + 1,
     }
     with tracer.start_as_current_span(
-        f"{name} {run.job}",
+        f"{name} {job}",
         kind=trace.SpanKind.CONSUMER,
         links=_links(trace, propagate, run.trace_context),
         attributes=attributes,

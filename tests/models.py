@@ -75,3 +75,12 @@ class Contact(models.Model):
 
     def __str__(self) -> str:
         return self.email
+
+
+class Subscriber(models.Model):
+    """A site's own table, for the backfill recipe of ``docs/howto/switching.md``."""
+
+    email = models.CharField(max_length=200)
+
+    def __str__(self) -> str:
+        return self.email

@@ -43,6 +43,7 @@ from django_leasejobs import figures
 from django_leasejobs.clock import get_clock
 from django_leasejobs.conf import conf
 from django_leasejobs.errors import READ_ERRORS, unreadable_reason
+from django_leasejobs.known import lookups_for
 from django_leasejobs.models import Run
 from django_leasejobs.registry import registry
 from django_leasejobs.times import duration, moment, zone_name
@@ -137,7 +138,10 @@ def queue_rows(model_admin: Any, found: list[figures.QueueFigures]) -> list[dict
 
 
 def job_rows(model_admin: Any, jobs: list[figures.JobFigures]) -> list[dict[str, Any]]:
-    """The per-job table: figures of the window, and the last failure of each job that failed."""
+    """The per-job table: figures of the window, and the last failure of each job that failed.
+
+    A Django task is a row of its own, named by its path as its statistics are (§9).
+    """
     failing = {
         job.job
         for job in sorted(jobs, key=lambda job: -job.failures)[:FAILURES_MAX]
@@ -145,6 +149,9 @@ def job_rows(model_admin: Any, jobs: list[figures.JobFigures]) -> list[dict[str,
     }
     rows = []
     for job in jobs:
+        # A name that is no job's here -- a task's path (§9) -- lists by the run list's search,
+        # which finds a job's runs and a task's alike, each along its index.
+        runs = {"job": job.job} if len(lookups_for(job.job)) == 1 else {"q": job.job}
         failure, reason = None, None
         if job.job in failing:
             try:
@@ -157,8 +164,8 @@ def job_rows(model_admin: Any, jobs: list[figures.JobFigures]) -> list[dict[str,
                 "rate": "—" if job.failure_rate is None else f"{job.failure_rate:.1%}",
                 "p50": seconds_text(job.p50),
                 "p95": seconds_text(job.p95),
-                "runs": _list(model_admin, "run", job=job.job),
-                "failed": _list(model_admin, "run", job=job.job, status__exact="failed"),
+                "runs": _list(model_admin, "run", **runs),
+                "failed": _list(model_admin, "run", **runs, status__exact="failed"),
                 "failure": failure,
                 "failure_url": None
                 if failure is None

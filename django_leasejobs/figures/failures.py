@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from django.db.models.functions import Left
 
+from django_leasejobs.known import lookups_for
 from django_leasejobs.states import RunStatus
 
 from .now import runs
@@ -38,13 +40,26 @@ def last_failure(job: str, scan: int = FAILURE_SCAN) -> Failure | None:
     older than its newest *scan* runs is not found. A cancelled run is not a
     failure; a running one whose last pass failed (``failure_code`` set) is.
     Raises what the backend raises for a row it cannot read back (SPEC §12).
+
+    *job* is the name the runs are known by (§9): a name no job registered
+    here has may be a task's path, whose runs are read the same way along the
+    ``(instance, id)`` index when no run of a job so named is found
+    (:func:`~django_leasejobs.known.lookups_for`).
     """
-    newest = (
-        runs()
-        .filter(job=job)
-        .order_by("-id")
-        .values_list("id", "status", "failure_code", Left("last_error", ERROR_READ))[:scan]
-    )
+    for lookup in lookups_for(job):
+        newest = list(
+            runs()
+            .filter(**lookup)
+            .order_by("-id")
+            .values_list("id", "status", "failure_code", Left("last_error", ERROR_READ))[:scan]
+        )
+        if newest:
+            return _failing(newest)
+    return None
+
+
+def _failing(newest: list[tuple[Any, ...]]) -> Failure | None:
+    """The first failed, held or retrying run of *newest*, or None."""
     for run, status, code, error in newest:
         failing = status in (RunStatus.FAILED, RunStatus.HELD)
         if failing or (status == RunStatus.RUNNING and code):

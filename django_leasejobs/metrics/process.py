@@ -10,10 +10,10 @@ from prometheus_client.exposition import start_http_server
 
 from django_leasejobs import stats
 from django_leasejobs.contained import contained
+from django_leasejobs.known import TASK_JOB
 from django_leasejobs.models.observability import BUCKETS
 from django_leasejobs.registry import registry
 from django_leasejobs.states import UNTIMED_OUTCOMES, PassOutcome
-from django_leasejobs.tasks.options import TASK_JOB
 
 from .connections import OpenConnections
 from .labels import JOB_LABEL
@@ -55,6 +55,9 @@ class WorkerMetrics:
             "Passes of this process that found their job's limit reached and ran nothing.",
             registry=self.registry,
         )
+        #: The (job, queue) pairs whose series exist: each at 0 from the first time it is seen.
+        #: Written by the drive's thread alone, which tallies every pass (W5).
+        self.seen: set[tuple[str, str]] = set()
         self.connections = OpenConnections()
         Gauge(
             "leasejobs_database_connections",
@@ -68,9 +71,13 @@ class WorkerMetrics:
 
         A held or throttled pass ran no handler: it is counted, but its
         milliseconds of bookkeeping would read as a fast pass in every
-        percentile, so it is not timed.
+        percentile, so it is not timed. A *job* and *queue* not seen before --
+        a task's path, a job's run started in another queue -- first get
+        every series at 0 (:meth:`zero_series`).
         """
         with contained("Worker metrics"):  # an extra: never a drive's failure (F12)
+            if (job, queue) not in self.seen:
+                self.zero_series(job, queue)
             self.passes.labels(job, queue, outcome).inc()
             if outcome not in UNTIMED_OUTCOMES:
                 self.pass_seconds.labels(job, queue).observe(max(0.0, seconds))
@@ -88,17 +95,23 @@ class WorkerMetrics:
         ``increase()`` and ``rate()`` read a series born at 1 -- a job's first
         failure in this process's life -- as no increase at all: the series
         must exist at 0 in an earlier scrape (O2, revision 4). Each outcome in
-        the job's own queue; a run started in another queue, and each task run
-        (counted under its task's path, not the built-in job's name), still
-        begins its series at 1, which is why the shipped failure alert also
-        reads the view's ``leasejobs_passes_15m``.
+        the job's own queue. A task run is counted under its task's path
+        (:func:`~django_leasejobs.known.known_as`), which no process knows
+        before its first pass, and a job's run may be started in another
+        queue: those get their series at 0 when first seen (:meth:`observe`),
+        so only that first pass's own outcome begins at 1 -- which is why the
+        shipped failure alert also reads the view's ``leasejobs_passes_15m``.
         """
         for spec in registry:
-            if spec.name == TASK_JOB:
-                continue
-            for outcome in PassOutcome:
-                self.passes.labels(spec.name, spec.queue, outcome)
-            self.pass_seconds.labels(spec.name, spec.queue)
+            if spec.name != TASK_JOB:
+                self.zero_series(spec.name, spec.queue)
+
+    def zero_series(self, job: str, queue: str) -> None:
+        """Create, at 0, each outcome's series of *job* in *queue*, and its durations'."""
+        for outcome in PassOutcome:
+            self.passes.labels(job, queue, outcome)
+        self.pass_seconds.labels(job, queue)
+        self.seen.add((job, queue))
 
     def install(self) -> None:
         """Count from now on: the jobs' series at 0, the drive's tally hooked, connections noted."""

@@ -16,6 +16,7 @@ from django.utils.translation import gettext_lazy as _
 from django_leasejobs.codec import Decoded, decode
 from django_leasejobs.fields import KeyField
 from django_leasejobs.ids import ID_LENGTH, new_id
+from django_leasejobs.known import JOB_NAME_LENGTH
 from django_leasejobs.limits import KEY_LENGTH as LIMIT_KEY_LENGTH
 from django_leasejobs.querysets import RunQuerySet
 from django_leasejobs.routing import DEFAULT_QUEUE, PRIORITY_MAX, PRIORITY_MIN, QUEUE_LENGTH
@@ -23,7 +24,6 @@ from django_leasejobs.states import FailureCode, RunOrigin, RunStatus, Throttle
 
 __all__ = ["INSTANCE_LENGTH", "JOB_NAME_LENGTH", "STEP_NAME_LENGTH", "Run", "Step"]
 
-JOB_NAME_LENGTH = 100
 INSTANCE_LENGTH = 200
 STEP_NAME_LENGTH = 200
 #: Run columns an outcome sets to the database's time (see ``Run.as_written``).

@@ -15,6 +15,7 @@ from typing import Any
 
 from django_leasejobs import compat
 from django_leasejobs.job_checks import MIN_LEASE
+from django_leasejobs.known import TASK_JOB
 from django_leasejobs.policy import MAX_DELAY, Retry
 
 __all__ = [
@@ -27,8 +28,6 @@ __all__ = [
     "retry_of",
 ]
 
-#: The built-in job every task run belongs to.
-TASK_JOB = "django_leasejobs.task"
 #: Where ``TASKS`` names this backend.
 BACKEND_PATH = "django_leasejobs.tasks.LeaseJobsBackend"
 

@@ -223,7 +223,8 @@ class Command(LeaseJobsCommand):
             action="append",
             dest="jobs",
             metavar="NAME",
-            help="Only this job's schedule and runs; repeat for several (default: all).",
+            help="Only this job's schedule and runs (a Django task's: its path); repeat for "
+            "several (default: all).",
         )
         parser.add_argument(
             "--limit",
