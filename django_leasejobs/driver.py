@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 
-from django.db import connections, router
+from django.db import DatabaseError, connections, router
 from django.db.models import BooleanField, ExpressionWrapper, Q
 from django.db.transaction import TransactionManagementError
 
@@ -20,7 +20,7 @@ from .clock import get_clock
 from .conf import conf
 from .dispatch import DueKey, Walk, walk
 from .dispatcher import Dispatcher
-from .errors import drop_lost_connections
+from .errors import connection_lost, describe, drop_lost_connections
 from .holder import current_holder, is_gone
 from .housekeeping import chores
 from .models import Run
@@ -29,6 +29,7 @@ from .registry import Job, registry
 from .rejudging import rejudge_limits
 from .report import DriveReport, Note
 from .routing import queue_problem
+from .store.lock_waits import lock_wait_bounded
 from .store.sql import Select
 from .store.unanswered import give_back_unanswered
 
@@ -78,9 +79,23 @@ def snapshot(jobs: Iterable[Job], queues: tuple[str, ...] | None, scan_max: int)
 
 
 def _fire_schedules(using: str, jobs: set[str] | None, report: DriveReport) -> None:
-    """D6: fire the due schedules (of *jobs*); each problem is reported, never raised."""
+    """D6: fire the due schedules (of *jobs*); each problem is reported, never raised.
+
+    The schedules' table locked (a migration, ``VACUUM FULL``) costs this
+    phase, not the drive (F11): it gives up after a moment, the runs are
+    driven, and the next drive fires what is due, late but once (S2, S3).
+    """
     now = get_clock().now(using)
-    for problem in schedules.drive_schedules(now, jobs):
+    try:
+        with lock_wait_bounded(using):
+            problems = schedules.drive_schedules(now, jobs)
+    except DatabaseError as exc:
+        if connection_lost(using):
+            raise  # an outage: the drive cannot run (D4)
+        report.warnings.append(Note("", f"schedules not handled in this drive: {describe(exc)}"))
+        logger.warning("Schedules not handled in this drive (%s)", describe(exc))
+        return
+    for problem in problems:
         report.errors.append(Note("", f"schedule {problem.job!r}: {problem.text}"))
 
 

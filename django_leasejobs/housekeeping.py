@@ -2,8 +2,8 @@
 
 Every minute: free the keys of runs cancelled mid-pass whose worker died
 (§3 ``cancel``), and report rows stranded by hand edits (§11). Every hour:
-prune old finished runs (S7) and old pass statistics (O1). Housekeeping
-never fails a drive.
+prune old finished runs (S7) and old pass statistics (O1), each giving up
+after a moment on a locked table (F11). Housekeeping never fails a drive.
 """
 
 from __future__ import annotations
@@ -12,13 +12,15 @@ import logging
 import threading
 import time
 
-from django.db import DatabaseError
+from django.db import DatabaseError, router
 
 from . import retention, store
 from .conf import conf
 from .errors import describe
+from .models import Run
 from .reading import stranded
 from .report import DriveReport, Note
+from .store.lock_waits import lock_wait_bounded
 
 __all__ = ["PRUNE_EVERY", "SWEEP_EVERY", "Chores", "chores"]
 
@@ -60,7 +62,10 @@ class Chores:
                 logger.error("Key housekeeping could not run: %s", describe(exc))
         if prune:
             try:
-                retention.prune()
+                # F11: a side table locked (flow control's, the schedules') costs this
+                # prune, done again in an hour, not the drive's next passes.
+                with lock_wait_bounded(router.db_for_write(Run)):
+                    retention.prune()
                 retention.prune_stats()  # O1: pass statistics past STATS_RETENTION
             except DatabaseError as exc:
                 logger.error("Retention could not run: %s", describe(exc))

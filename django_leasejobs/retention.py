@@ -34,7 +34,7 @@ from .models import Missed, PassStat, PassStatHalfHour, Run, Step, TaskAttempt
 from .querysets import RunQuerySet
 from .schedules.store import disable_orphans, forget_runs, orphans
 from .store.limits import prune_idle
-from .store.stats import lock_wait_bounded
+from .store.lock_waits import lock_wait_bounded
 
 __all__ = ["PruneReport", "prune", "prune_stats"]
 

@@ -20,7 +20,7 @@ half-hours always hold what the minutes hold.
 This is SQL the ORM does not write: ``bulk_create(update_conflicts=True)``
 sets a column to the new value, it cannot add to it.
 
-A flush waits at most :data:`LOCK_TIMEOUT` for a lock (F11): a migration, a
+A flush waits at most :data:`~.lock_waits.LOCK_TIMEOUT` for a lock (F11): a migration, a
 ``CREATE INDEX``, a ``VACUUM FULL`` or an operator's ``LOCK TABLE`` on the
 statistics tables must not hold the drive that flushes -- and with it every
 pass -- for as long as it lasts. The statement fails instead, and its
@@ -34,8 +34,7 @@ the whole database, which every pass waits for anyway.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -45,15 +44,13 @@ from django_leasejobs.models import PassStat, PassStatHalfHour
 from django_leasejobs.models.observability import BUCKET_FIELDS, PassFigures
 
 from .base import conflicts_retried
+from .lock_waits import LOCK_TIMEOUT
 
 if TYPE_CHECKING:
     from django_leasejobs.stats import Tally
 
-__all__ = ["HALF_HOUR", "LOCK_TIMEOUT", "Row", "add_stats", "half_hour_of", "lock_wait_bounded"]
+__all__ = ["HALF_HOUR", "Row", "add_stats", "half_hour_of"]
 
-#: How long a flush waits for a lock on a statistics table, in seconds (F11);
-#: MariaDB and MySQL count whole seconds, so there it is 1.
-LOCK_TIMEOUT = 0.5
 
 _DIMENSIONS = ("job", "queue", "outcome")
 _SUMMED = ("count", "total_seconds", *BUCKET_FIELDS)
@@ -80,36 +77,6 @@ def add_stats(rows: list[Row]) -> None:
             cursor.execute(f"SET LOCAL lock_timeout = '{round(LOCK_TIMEOUT * 1000)}ms'")
         _add(cursor, PassStat, "minute", rows)
         _add(cursor, PassStatHalfHour, "half_hour", _half_hours(rows))
-
-
-@contextmanager
-def lock_wait_bounded(using: str) -> Iterator[None]:
-    """Statements on *using*'s connection in this block wait at most :data:`LOCK_TIMEOUT`
-    for a lock (F11), each in whatever transactions it makes: the session's setting,
-    put back afterwards. For the statistics' prune (housekeeping, on the drive's path)."""
-    connection = connections[using]
-    if connection.vendor not in ("postgresql", "mysql"):
-        yield
-        return
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute(f"SET lock_timeout = '{round(LOCK_TIMEOUT * 1000)}ms'")
-            restore = "RESET lock_timeout"
-        else:
-            cursor.execute("SELECT @@SESSION.lock_wait_timeout, @@SESSION.innodb_lock_wait_timeout")
-            metadata, rows = cursor.fetchone()
-            wait = max(1, round(LOCK_TIMEOUT))
-            cursor.execute(f"SET SESSION lock_wait_timeout={wait}, innodb_lock_wait_timeout={wait}")
-            restore = (
-                f"SET SESSION lock_wait_timeout={int(metadata)}, "
-                f"innodb_lock_wait_timeout={int(rows)}"
-            )
-    try:
-        yield
-    finally:
-        if connection.is_usable():
-            with connection.cursor() as cursor:
-                cursor.execute(restore)
 
 
 def _bounded(connection: Any, sql: str) -> str:
