@@ -95,7 +95,7 @@ def _backed_off(call: TaskCall, p: Pass, exc: BaseException) -> BaseException:
         status=compat.TaskResultStatus.FAILED,
     )
     try:
-        policy.judge(call.task.module_path, exc, result, p.run.attempts + 1)
+        policy.judge(call.task.module_path, exc, result, call.run.attempts + 1)
     except BackoffFailed as failure:
         return failure
     return exc

@@ -226,9 +226,9 @@ class LeaseJobsTask(compat.Task):  # type: ignore[type-arg]  # generic in the ba
         """``max_attempts`` and ``backoff`` as the proposals have them, and never with ``retry``."""
         given = [name for name in ("max_attempts", "backoff") if getattr(self, name) is not None]
         if self.retry is not None and given:
+            both = " and ".join(f"{name}=" for name in ("retry", *given))
             raise compat.InvalidTask(
-                f"task {self.module_path}: give either retry= or {' and '.join(given)}=, "
-                f"not both (retry= and {given[0]}= both set how it retries)"
+                f"task {self.module_path}: {both} both set how it retries; give one or the other"
             )
         attempts = self.max_attempts
         if attempts is not None and (type(attempts) is not int or attempts < 1):
