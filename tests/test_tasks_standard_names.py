@@ -1,4 +1,4 @@
-"""SPEC §9 revision 4: the names Django is settling on -- ``max_attempts``, ``backoff``, ``timeout``.
+"""SPEC §9 revision 4: the names Django is settling on: ``max_attempts``, ``backoff``, ``timeout``.
 
 The proposals' own examples (django/new-features #142 and #144, in
 tests/standard_tasks.py as written there) run on this backend unchanged;
@@ -138,7 +138,8 @@ def test_9r4_backoff_receives_the_exception_and_the_result_after_this_attempt():
         enqueued = st.spied.enqueue("kaput")
         assert drive().failed == 1
     ((exception, result),) = st.SEEN
-    assert isinstance(exception, ValueError) and str(exception) == "kaput"
+    assert isinstance(exception, ValueError)
+    assert str(exception) == "kaput"
     assert result.id == enqueued.id
     assert result.status == Status.FAILED
     assert result.attempts == 1

@@ -47,7 +47,7 @@ class TaskCall:
 
     @classmethod
     def of(cls, run: Run, envelope: Envelope | None = None) -> TaskCall:
-        """The call *run* holds -- or *envelope*, a scheduled task's -- its task and options resolved.
+        """The call *run* holds (or *envelope*: a scheduled task's), its task and options resolved.
 
         Raises ``ValueError`` when the run's payload holds no task call.
         """

@@ -80,7 +80,9 @@ class ScheduledTask:
         self.__qualname__ = func.__qualname__
 
     def __call__(self, p: Pass) -> PassResult | None:
-        return per_run(p.run).handler(p)
+        from django_leasejobs.store.base import runs  # not at the top: the models
+
+        return per_run(runs().get(pk=p.run.id)).handler(p)
 
 
 def define(task: LeaseJobsTask) -> None:
@@ -95,8 +97,9 @@ def define(task: LeaseJobsTask) -> None:
         raise compat.InvalidTask(f"task {path}: timezone= and missed= need a schedule=")
     if needed := _arguments(task):
         raise compat.InvalidTask(
-            f"task {path}: a scheduled task takes no arguments, and it needs {needed}; "
-            "each due time calls it with none"
+            f"task {path}: a scheduled task takes no arguments, but {needed} "
+            f"{'has' if ',' not in needed else 'have'} no default "
+            "(each due time calls it with none)"
         )
     known = registry.get(path) if path in registry else None
     if known is not None and getattr(known.handler, "func", None) is task.func:
@@ -137,7 +140,7 @@ def _arguments(task: LeaseJobsTask) -> str | None:
         for param in parameters
         if param.kind not in kinds and param.default is inspect.Parameter.empty
     ]
-    return ", ".join(needed) or None
+    return ", ".join(repr(name) for name in needed) or None
 
 
 def _backend(task: LeaseJobsTask) -> Any:
@@ -171,9 +174,8 @@ def envelope_of(run: Run) -> Envelope | None:
 
 def per_run(run: Run) -> Job:
     """A scheduled task's job as claimed *run*'s pass runs it: the task call, its options."""
-    from .execution import run_task  # not at the top: it imports the models
-
     from .calls import TaskCall
+    from .execution import run_task  # not at the top: it imports the models
 
     spec = registry.get(run.job)
     envelope = envelope_of(run)
