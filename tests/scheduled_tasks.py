@@ -37,6 +37,11 @@ if PER_TASK_OPTIONS:
     def hourly_fragile() -> None:
         """Not safe to repeat: run now refuses it (S5)."""
 
+    @task(schedule="0 * * * *", timezone="UTC", max_attempts=2, backoff=lambda exc, r: 60)
+    def hourly_flaky() -> None:
+        """Fails: retried once, a minute later, then failed (the task's own options)."""
+        raise ConnectionError("the vendor is down")
+
     @task(schedule="* * * * * */2", timezone="UTC", takes_context=True)
     def every_two_seconds(context: Any, label: str = "tick") -> None:
         """Every 2 s (croniter's sixth field): one Effect row per call, by the worker's pid."""

@@ -40,8 +40,9 @@ REPORT = "tests.scheduled_tasks.hourly_report"
 SKIP = "tests.scheduled_tasks.hourly_skip"
 REQUIRED = "tests.scheduled_tasks.hourly_required"
 FRAGILE = "tests.scheduled_tasks.hourly_fragile"
+FLAKY = "tests.scheduled_tasks.hourly_flaky"
 TICKS = "tests.scheduled_tasks.every_two_seconds"
-HOURLY = (REPORT, SKIP, REQUIRED, FRAGILE)
+HOURLY = (REPORT, SKIP, REQUIRED, FRAGILE, FLAKY)
 
 
 @pytest.fixture
@@ -220,6 +221,35 @@ def test_s6_9r4_a_scheduled_task_reads_as_never_run_then_ok(scheduled, frozen_cl
     frozen_clock.set(at(13, 1))
     run_due_jobs(jobs=[REPORT])
     assert current() == "ok"
+
+
+def test_s6_9r4_a_scheduled_task_retries_by_its_own_options_then_reads_as_failed(
+    scheduled, frozen_clock
+):
+    """``max_attempts=2, backoff=lambda exc, r: 60`` hold for its runs: retrying, then failed."""
+    frozen_clock.set(at(13, 1))
+    run_due_jobs(jobs=[FLAKY])
+    (run,) = runs(FLAKY)
+    assert run.status == RunStatus.RUNNING
+    assert run.next_attempt_at == at(13, 2)
+    row = Schedule.objects.get(job=FLAKY)
+    assert state(row, live_runs([FLAKY]).get(FLAKY), frozen_clock.now()) == "retrying"
+    frozen_clock.set(at(13, 2))
+    run_due_jobs(jobs=[FLAKY])
+    failed = Run.objects.get(pk=run.pk)
+    assert (failed.status, failed.attempts) == (RunStatus.FAILED, 2)
+    assert failed.last_error == "ConnectionError: the vendor is down"
+    row = Schedule.objects.get(job=FLAKY)
+    assert state(row, None, frozen_clock.now()) == "failed"
+    result = scheduled.hourly_flaky.get_result(run.pk)
+    assert [e.exception_class_path for e in result.errors] == ["builtins.ConnectionError"] * 2
+
+
+def test_s1_9r4_a_copy_from_using_leaves_the_schedule_as_the_code_defines_it(scheduled):
+    copy = scheduled.hourly_report.using(priority=7, queue_name="emails")
+    assert copy.module_path == REPORT
+    spec = registry.get(REPORT)
+    assert (spec.priority, spec.queue) == (0, "default")
 
 
 def test_a5_9r4_the_admins_schedule_pages_show_a_scheduled_task_by_its_path(
