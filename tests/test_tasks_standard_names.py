@@ -190,7 +190,7 @@ def test_9r4_a_backoff_that_raises_or_answers_nonsense_fails_its_run_not_the_dri
     stored = run_of(failed)
     assert (stored.status, stored.attempts, stored.last_error) == (RunStatus.FAILED, 1, error)
     (recorded,) = result.errors
-    assert recorded.exception_class_path == "django_leasejobs.tasks.backoff.BackoffFailed"
+    assert recorded.exception_class_path == "django_leasejobs.exceptions.BackoffFailed"
     assert "ConnectionError: the API is down" in recorded.traceback  # the task's, as its cause
 
 

@@ -11,8 +11,8 @@ settle that follows (R4) reads the answer off the pass's
 
 A ``backoff`` that raises, or answers anything but a number of seconds, a
 ``timedelta`` or ``None``, fails the run at once: its ``last_error`` is a
-:class:`BackoffFailed` naming the task and what went wrong, with the task's
-own exception as its cause. The drive goes on.
+:class:`~django_leasejobs.exceptions.BackoffFailed` naming the task and what
+went wrong, with the task's own exception as its cause. The drive goes on.
 """
 
 from __future__ import annotations
@@ -23,16 +23,12 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from django_leasejobs.exceptions import LeaseJobsError
+from django_leasejobs.exceptions import BackoffFailed
 from django_leasejobs.policy import MAX_DELAY, Retry
 
 from .options import Backoff
 
 __all__ = ["BackedOff", "BackoffFailed", "delay_of"]
-
-
-class BackoffFailed(LeaseJobsError):
-    """A task's ``backoff`` raised, or answered what is not a delay: the run fails at once."""
 
 
 class _Answer:
@@ -73,8 +69,9 @@ class BackedOff(Retry):
     def judge(self, path: str, exc: BaseException, result: Any, attempts: int) -> None:
         """Ask ``backoff`` about failed attempt number *attempts*, if another is allowed.
 
-        Raises :class:`BackoffFailed` (from *exc*) when it raises or answers
-        nonsense; the pass then fails for good with that as its error.
+        Raises :class:`~django_leasejobs.exceptions.BackoffFailed` (from *exc*)
+        when it raises or answers nonsense; the pass then fails for good with
+        that as its error.
         """
         if self.backoff is None or Retry.exhausted(self, attempts):
             return  # no attempt left to delay: the run fails with its own error

@@ -21,14 +21,14 @@ import functools
 
 from django_leasejobs import compat, signals
 from django_leasejobs.codec import encode
-from django_leasejobs.exceptions import PassTimedOut
+from django_leasejobs.exceptions import BackoffFailed, PassTimedOut
 from django_leasejobs.models import Run
 from django_leasejobs.passes import Pass, PassResult
 from django_leasejobs.registry import Job, registry
 
 from . import attempts, finished, scheduled
 from .aliases import our_aliases
-from .backoff import BackedOff, BackoffFailed
+from .backoff import BackedOff
 from .calls import TaskCall
 from .envelope import Envelope
 from .options import TASK_JOB, TaskOptions
@@ -79,7 +79,7 @@ def run_task(call: TaskCall, p: Pass) -> PassResult:
 def _backed_off(call: TaskCall, p: Pass, exc: BaseException) -> BaseException:
     """Ask the task's ``backoff``, if it has one, about *exc*: what the attempt failed with.
 
-    *exc* itself, or the :class:`~.backoff.BackoffFailed` its ``backoff``
+    *exc* itself, or the :class:`~django_leasejobs.exceptions.BackoffFailed` its ``backoff``
     raised in answer -- the run's error then, as it fails at once.
     """
     policy = call.options.retry

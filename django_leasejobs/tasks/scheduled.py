@@ -11,9 +11,10 @@ schedule machinery to keep in step.
 
 Each run is one call of the task, run as a task run's pass is
 (:func:`~.execution.run_task`): its attempt recorded, ``task_started`` and
-``task_finished`` sent (not ``task_enqueued``: no caller enqueued it), its ``TaskContext`` given when it ``takes_context``,
-under its backend's ``OPTIONS`` and its own ``retry``/``max_attempts``/
-``backoff``/``timeout``/``safe_to_repeat``. Its ``TaskResult`` reads back
+``task_finished`` sent (not ``task_enqueued``: no caller enqueued it), its
+``TaskContext`` given when it ``takes_context``, under its backend's
+``OPTIONS`` and its own ``retry``/``max_attempts``/``backoff``/``timeout``/
+``safe_to_repeat``. Its ``TaskResult`` reads back
 by the run's id like an enqueued one's (:func:`envelope_of`). The run's
 payload is the schedule's own (``due``, ``covers``), not a call: a
 scheduled task takes no arguments, and one that does is refused at
