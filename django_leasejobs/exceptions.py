@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from .states import RunNowRefusal
 
 __all__ = [
+    "BackoffFailed",
     "DatabaseFull",
     "DecodeFailed",
     "Defer",
@@ -274,6 +275,10 @@ class InvalidSchedule(LeaseJobsError, ValueError):
 
 class TaskGone(LeaseJobsError, LookupError):
     """A run's task path no longer imports, or no longer names a task."""
+
+
+class BackoffFailed(LeaseJobsError):
+    """A task's ``backoff`` raised, or answered what is not a delay: its run fails at once."""
 
 
 class RedactedError(LeaseJobsError):

@@ -63,7 +63,8 @@ class LeaseJobsBackend(compat.BaseTaskBackend):
     ``OPTIONS``: ``RETRY`` (a :class:`~django_leasejobs.Retry` or its keyword
     dict; default one attempt), ``LEASE`` and ``TIMEOUT`` (timedeltas or
     seconds), ``SAFE_TO_REPEAT`` (default ``True``; ``False`` holds a task
-    whose worker died mid-call for an operator).
+    whose worker died mid-call for an operator), ``SCHEDULED_TASKS`` (the
+    modules of scheduled tasks, imported when the app is ready).
     """
 
     task_class = LeaseJobsTask
@@ -173,6 +174,8 @@ class LeaseJobsBackend(compat.BaseTaskBackend):
 
     def check(self, **kwargs: Any) -> Iterable[checks.CheckMessage]:
         """Misconfiguration, with ``leasejobs.E1xx`` ids (``manage.py check``)."""
+        from .scheduled import import_problem  # not at the top: see the module docstring
+
         where = self._where()
         if not compat.AVAILABLE:
             yield checks.Error(f"{where}: {compat.MISSING}.", id="leasejobs.E101")
@@ -182,6 +185,14 @@ class LeaseJobsBackend(compat.BaseTaskBackend):
             )
         for problem in self.task_options.problems:
             yield checks.Error(f"{where}['OPTIONS']: {problem}.", id="leasejobs.E102")
+        for module in self.task_options.scheduled_tasks:
+            if (refused := import_problem(module)) is not None:
+                yield checks.Error(
+                    f"{where}['OPTIONS']['SCHEDULED_TASKS']: module {module!r} does not "
+                    f"import ({refused}), so its scheduled tasks are not defined.",
+                    hint="List importable dotted module paths, as INSTALLED_APPS does.",
+                    id="leasejobs.E104",
+                )
         if self.queues_problem is not None:
             given = self.queues_given
             hint = f"For one queue, write QUEUES = [{given!r}]." if isinstance(given, str) else None

@@ -46,12 +46,13 @@ class TaskCall:
     sender: type[LeaseJobsBackend]
 
     @classmethod
-    def of(cls, run: Run) -> TaskCall:
-        """The call *run* holds, its task and options resolved.
+    def of(cls, run: Run, envelope: Envelope | None = None) -> TaskCall:
+        """The call *run* holds (or *envelope*: a scheduled task's), its task and options resolved.
 
         Raises ``ValueError`` when the run's payload holds no task call.
         """
-        envelope = Envelope.read(run.decoded_payload().value)
+        if envelope is None:
+            envelope = Envelope.read(run.decoded_payload().value)
         task: compat.AnyTask | None
         try:
             task, gone = envelope.bound(run), None

@@ -9,8 +9,9 @@ task's options; right after BEGIN the pass records its attempt
 when it ``takes_context`` -- under a heartbeat (L10), as the job's
 ``heartbeat=True`` says. The return value, normalised to JSON and held to
 R2, is the run's ``result``. An exception is recorded on the attempt and the
-pass fails under the task's retry policy (R4); ``task_finished`` follows at
-the final outcome (:mod:`.finished`).
+pass fails under the task's retry policy (R4) -- its ``backoff``'s delay, or
+none, when it has one (:mod:`.backoff`); ``task_finished`` follows at the
+final outcome (:mod:`.finished`).
 """
 
 from __future__ import annotations
@@ -20,13 +21,14 @@ import functools
 
 from django_leasejobs import compat, signals
 from django_leasejobs.codec import encode
-from django_leasejobs.exceptions import PassTimedOut
+from django_leasejobs.exceptions import BackoffFailed, PassTimedOut
 from django_leasejobs.models import Run
 from django_leasejobs.passes import Pass, PassResult
 from django_leasejobs.registry import Job, registry
 
-from . import attempts, finished
+from . import attempts, finished, scheduled
 from .aliases import our_aliases
+from .backoff import BackedOff
 from .calls import TaskCall
 from .envelope import Envelope
 from .options import TASK_JOB, TaskOptions
@@ -64,10 +66,39 @@ def run_task(call: TaskCall, p: Pass) -> PassResult:
     except KeyboardInterrupt:
         raise
     except BaseException as exc:
-        finished.remember(p.run.id, exc)
         attempts.failed(attempt, exc)
+        failure = _backed_off(call, p, exc)
+        finished.remember(p.run.id, failure)
+        if failure is not exc:
+            attempts.failed(attempt, failure)  # its traceback shows the task's as its cause
+            raise failure from exc
         raise
     return p.done(result=returned)
+
+
+def _backed_off(call: TaskCall, p: Pass, exc: BaseException) -> BaseException:
+    """Ask the task's ``backoff``, if it has one, about *exc*: what the attempt failed with.
+
+    *exc* itself, or the :class:`~django_leasejobs.exceptions.BackoffFailed` its ``backoff``
+    raised in answer -- the run's error then, as it fails at once.
+    """
+    policy = call.options.retry
+    if not isinstance(policy, BackedOff) or call.task is None:
+        return exc
+    # The result as the proposal hands it over: this attempt counted, its error recorded.
+    result = task_result(
+        call.run,
+        attempts.of_run(p.run.id),
+        envelope=call.envelope,
+        task=call.task,
+        in_flight=True,
+        status=compat.TaskResultStatus.FAILED,
+    )
+    try:
+        policy.judge(call.task.module_path, exc, result, call.run.attempts + 1)
+    except BackoffFailed as failure:
+        return failure
+    return exc
 
 
 def no_task_call(p: Pass) -> PassResult:
@@ -100,7 +131,8 @@ def per_run(run: Run) -> Job:
 
 
 def register() -> Job | None:
-    """Register the built-in job when ``TASKS`` names this backend (at app ready).
+    """Register the built-in job when ``TASKS`` names this backend (at app ready),
+    then import the modules each alias's ``OPTIONS["SCHEDULED_TASKS"]`` lists.
 
     One job for every alias: its lease -- what claims take -- is the longest
     ``LEASE`` among them (default ``LEASEJOBS["LEASE"]``); the rest of the
@@ -122,4 +154,7 @@ def register() -> Job | None:
     )
     registry.register(spec)
     finished.connect()
+    # Scheduled tasks (revision 4): every process defines the schedules its backend lists.
+    for _name, params in aliases:
+        scheduled.import_listed(TaskOptions.read(params.get("OPTIONS", {})).scheduled_tasks)
     return spec

@@ -26,6 +26,7 @@ from django_leasejobs.models import Run
 from django_leasejobs.registry import registry
 from django_leasejobs.store.base import alias
 
+from . import scheduled
 from .aliases import backend_named, sender_of
 from .failures import for_the_log
 from .options import TASK_JOB
@@ -69,7 +70,7 @@ def connect() -> None:
 
 def _finished(sender: type[Run], run: Run, **kwargs: Any) -> None:
     """``task_finished``, once the run's final outcome is stored."""
-    if run.job != TASK_JOB:
+    if run.job != TASK_JOB and not scheduled.is_scheduled(run.job):
         return
     error = _failures().pop(run.pk, None)
     try:

@@ -4,11 +4,15 @@
 there: a bad value is kept as a problem, which ``manage.py check`` reports
 (``leasejobs.E102``) and ``enqueue()`` refuses with. On Django 6.1 and the
 backport, ``@task(retry=..., timeout=..., safe_to_repeat=...)`` overrides
-them for one task, through :class:`LeaseJobsTask`.
+them for one task, through :class:`LeaseJobsTask` -- as do the names of
+Django's open proposals, ``max_attempts=`` and ``backoff=`` (revision 4,
+:mod:`.backoff`) -- and ``@task(schedule=...)`` makes a task a scheduled
+one (:mod:`.scheduled`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
@@ -34,7 +38,20 @@ BACKEND_PATH = "django_leasejobs.tasks.LeaseJobsBackend"
 #: One attempt, as Django's own backends: a task that raises has failed.
 DEFAULT_RETRY = Retry(max_attempts=1)
 
-KNOWN = ("RETRY", "LEASE", "TIMEOUT", "SAFE_TO_REPEAT")
+KNOWN = ("RETRY", "LEASE", "TIMEOUT", "SAFE_TO_REPEAT", "SCHEDULED_TASKS")
+
+#: What ``@task(backoff=...)`` is: given the attempt's exception and the task's
+#: result so far, the next attempt's delay -- seconds or a timedelta -- or ``None``.
+Backoff = Callable[[BaseException, Any], object]
+
+
+def modules_of(value: object, name: str) -> tuple[tuple[str, ...], str | None]:
+    """*value* as dotted module paths -- a list or tuple of them -- or the problem."""
+    if isinstance(value, list | tuple) and all(
+        isinstance(item, str) and item.strip() for item in value
+    ):
+        return tuple(value), None
+    return (), f"{name} must be a list of dotted module paths, got {value!r}"
 
 
 def retry_of(value: object, name: str) -> tuple[Retry | None, str | None]:
@@ -87,6 +104,7 @@ class TaskOptions:
     lease: timedelta | None = None
     timeout: timedelta | None = None
     safe_to_repeat: bool = True
+    scheduled_tasks: tuple[str, ...] = ()
     problems: tuple[str, ...] = ()
 
     @classmethod
@@ -118,15 +136,31 @@ class TaskOptions:
                 )
             else:
                 values["safe_to_repeat"] = options["SAFE_TO_REPEAT"]
+        if "SCHEDULED_TASKS" in options:
+            modules, problem = modules_of(options["SCHEDULED_TASKS"], "SCHEDULED_TASKS")
+            values["scheduled_tasks"] = modules
+            problems += [problem] if problem else []
         return cls(problems=tuple(problems), **values)
 
     def for_task(self, task: object) -> TaskOptions:
-        """These options as *task* runs under them: a :class:`LeaseJobsTask`'s own win."""
+        """These options as *task* runs under them: a :class:`LeaseJobsTask`'s own win.
+
+        ``max_attempts=N`` is the backend's ``RETRY`` with N attempts; a
+        ``backoff`` makes the policy one pass's own (:class:`~.backoff.BackedOff`):
+        build these once per pass.
+        """
         if not isinstance(task, LeaseJobsTask):
             return self
+        retry = task.retry if isinstance(task.retry, Retry) else self.retry
+        if task.max_attempts is not None:
+            retry = replace(retry, max_attempts=task.max_attempts)
+        if task.backoff is not None:
+            from .backoff import BackedOff  # not at the top: it imports this module
+
+            retry = BackedOff.of(retry, task.backoff)
         return replace(
             self,
-            retry=task.retry if isinstance(task.retry, Retry) else self.retry,
+            retry=retry,
             timeout=task.timeout if isinstance(task.timeout, timedelta) else self.timeout,
             safe_to_repeat=(
                 task.safe_to_repeat if task.safe_to_repeat is not None else self.safe_to_repeat
@@ -144,13 +178,27 @@ class LeaseJobsTask(compat.Task):  # type: ignore[type-arg]  # generic in the ba
     a ``Retry`` or its keyword dict, ``timeout`` a timedelta or a number of
     seconds (:func:`duration_of`). Checked when the task is defined, at
     import, and kept as a ``Retry`` and a timedelta.
+
+    Revision 4, the names of Django's open proposals (new-features #142,
+    #144): ``max_attempts=N`` (the backend's ``RETRY`` with N attempts) and
+    ``backoff=fn`` (``fn(exception, task_result)``: the next attempt's delay
+    in seconds or a timedelta, or ``None`` to give up; :mod:`.backoff`),
+    refused together with ``retry=``. And ``schedule=`` (with ``timezone=``,
+    ``missed=``): a scheduled task, registered as its module is imported
+    (:mod:`.scheduled`).
     """
 
     retry: Retry | dict[str, Any] | None = None
     timeout: timedelta | float | None = None
     safe_to_repeat: bool | None = None
+    max_attempts: int | None = None
+    backoff: Backoff | None = None
+    schedule: str | None = None
+    timezone: str | None = None
+    missed: str | None = None
 
     def __post_init__(self) -> None:
+        self._check_standard_names()
         if self.retry is not None:
             retry, problem = retry_of(self.retry, "retry")
             if problem:
@@ -168,3 +216,26 @@ class LeaseJobsTask(compat.Task):  # type: ignore[type-arg]  # generic in the ba
             )
         # By name: a slots dataclass is a new class, which zero-argument super() misses.
         compat.Task.__post_init__(self)
+        if self.schedule is not None or self.timezone is not None or self.missed is not None:
+            from .scheduled import define  # not at the top: it imports this module
+
+            define(self)
+
+    def _check_standard_names(self) -> None:
+        """``max_attempts`` and ``backoff`` as the proposals have them, and never with ``retry``."""
+        given = [name for name in ("max_attempts", "backoff") if getattr(self, name) is not None]
+        if self.retry is not None and given:
+            both = " and ".join(f"{name}=" for name in ("retry", *given))
+            raise compat.InvalidTask(
+                f"task {self.module_path}: {both} both set how it retries; give one or the other"
+            )
+        attempts = self.max_attempts
+        if attempts is not None and (type(attempts) is not int or attempts < 1):
+            raise compat.InvalidTask(
+                f"task {self.module_path}: max_attempts must be an int >= 1, got {attempts!r}"
+            )
+        if self.backoff is not None and not callable(self.backoff):
+            raise compat.InvalidTask(
+                f"task {self.module_path}: backoff must be a callable "
+                f"fn(exception, task_result) -> seconds | timedelta | None, got {self.backoff!r}"
+            )

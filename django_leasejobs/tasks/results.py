@@ -26,6 +26,7 @@ from django_leasejobs.models import Run, TaskAttempt
 from django_leasejobs.states import FailureCode, RunStatus
 from django_leasejobs.store.base import alias, now, runs
 
+from . import scheduled
 from .envelope import Envelope
 from .options import TASK_JOB
 
@@ -60,6 +61,8 @@ def read_result(run_id: str, *, status: Any = None) -> compat.AnyTaskResult:
     row: few, as a task run has the attempts its retry policy allows, and
     those an operator's release adds.
 
+    A scheduled task's run reads back too: the call its schedule made (:mod:`.scheduled`).
+
     Raises ``Run.DoesNotExist`` for no such task run, ``ValueError`` for a
     payload that holds no task call, ``TaskGone`` for a task that no longer imports.
     """
@@ -69,7 +72,7 @@ def read_result(run_id: str, *, status: Any = None) -> compat.AnyTaskResult:
     joined = [f"task_attempts__{name}" for name in _ATTEMPT_FIELDS]
     rows = list(
         runs()
-        .filter(pk=run_id, job=TASK_JOB)
+        .filter(pk=run_id, job__in=[TASK_JOB, *scheduled.names()])
         .annotate(leasejobs_in_flight=ExpressionWrapper(in_flight, output_field=BooleanField()))
         .order_by("task_attempts__pk")
         .values_list(*_RUN_FIELDS, "leasejobs_in_flight", *joined)
@@ -83,10 +86,7 @@ def read_result(run_id: str, *, status: Any = None) -> compat.AnyTaskResult:
         for row in rows
         if row[width + 1 + _ATTEMPT_PK] is not None  # NULL: a run with no attempt
     ]
-    decoded = run.decoded_payload()
-    if not decoded.ok:
-        raise ValueError(f"the run's payload does not parse ({decoded.error})")
-    envelope = Envelope.read(decoded.value)
+    envelope = scheduled.envelope_of(run) or _envelope(run)
     return task_result(
         run,
         attempts,
@@ -95,6 +95,13 @@ def read_result(run_id: str, *, status: Any = None) -> compat.AnyTaskResult:
         in_flight=bool(rows[0][width]),
         status=status,
     )
+
+
+def _envelope(run: Run) -> Envelope:
+    decoded = run.decoded_payload()
+    if not decoded.ok:
+        raise ValueError(f"the run's payload does not parse ({decoded.error})")
+    return Envelope.read(decoded.value)
 
 
 def _path(kind: type[BaseException]) -> str:
