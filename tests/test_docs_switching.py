@@ -162,9 +162,6 @@ def test_switching_c_each_row_of_the_pages_beat_table_is_the_same_schedule(defin
     define("t.switching.beat_row", lambda p: p.done(), schedule=cron)
 
 
-# POST-MERGE: needs scheduled tasks, @task(schedule=..., timezone=..., missed=...) (SPEC §9),
-# built on another branch of issue 28. On this branch @task refuses ``schedule=`` and the
-# recipe module does not import, so this test fails until that branch is merged.
 def test_switching_c_celery_beat_entries_fire_as_scheduled_tasks(recipe, frozen_clock):
     beat_tasks = recipe("beat_tasks")
     paths = {
@@ -179,7 +176,7 @@ def test_switching_c_celery_beat_entries_fire_as_scheduled_tasks(recipe, frozen_
     run_due_jobs(max_passes=2)  # fires the due times, then runs the tasks they enqueued
     run_due_jobs(max_passes=2)
     assert "digest" in shop.calls
-    digest = Run.objects.get(instance="tests.switching.beat_tasks.send_digest")
+    digest = Run.objects.get(job="tests.switching.beat_tasks.send_digest")  # the task's own job
     assert digest.status == RunStatus.DONE
     assert beat_tasks.send_digest.get_result(digest.pk).status == Status.SUCCESSFUL
 
@@ -201,9 +198,6 @@ def test_switching_d_the_hand_written_backfill_lowercases_every_row(recipe, subs
     assert len(out.getvalue().splitlines()) == 3  # 500, 500, 234
 
 
-# POST-MERGE: needs p.walk(queryset, fn, *, size=500, total=False) (SPEC §3), built on
-# another branch of issue 28. On this branch Pass has no ``walk`` and the pass fails, so
-# this test fails until that branch is merged.
 def test_switching_d_the_walk_does_the_same_backfill_one_batch_a_pass(recipe, subscribers):
     backfill = recipe("backfill")
     run = start(backfill.lowercase_emails).run
