@@ -90,7 +90,9 @@ def test_w5_r10_a_pass_past_its_timeout_fails_while_the_others_on_the_threads_co
     assert len(quick_logs) == 40
     assert len({log.pid for log in slow_logs + quick_logs}) == 1
     for log in slow_logs:  # stopped at a boundary past 1 s, long before its 30 s of steps
-        assert 1.0 <= (log.ended_ns - log.started_ns) / 1e9 < 100 * 0.3
+        # The timeout counts from the BEGIN; the handler stamps its start later (after its
+        # PassLog row), so its own count may end short of 1 s -- by less than a step.
+        assert 1.0 - 0.3 <= (log.ended_ns - log.started_ns) / 1e9 < 100 * 0.3
     # Quick passes ran while the slow ones did ...
     assert any(
         q.started_ns < s.ended_ns and s.started_ns < q.ended_ns

@@ -21,6 +21,7 @@ from django_leasejobs import RunStatus, start, start_many
 from django_leasejobs.models import Run
 from tests.models import Begun, PassLog
 from tests.processes import django_command, python
+from tests.test_concurrency import ready
 from tests.utils import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.concurrency]
@@ -47,7 +48,12 @@ def workers(job, count, *extra):
 
 
 def stop(fleet):
-    """SIGTERM each worker (it stops after the pass in flight) and reap it."""
+    """SIGTERM each worker (it stops after the pass in flight) and reap it.
+
+    Each first runs its loop: on a busy machine a worker may still be starting
+    when the runs are done, and a SIGTERM before its loop began kills it.
+    """
+    ready([worker for worker in fleet if worker.poll() is None])
     for worker in fleet:
         if worker.poll() is None:
             worker.send_signal(signal.SIGTERM)
