@@ -34,7 +34,7 @@ from .envelope import Envelope
 from .options import TASK_JOB, TaskOptions
 from .results import task_result
 
-__all__ = ["no_task_call", "per_run", "register", "run_task"]
+__all__ = ["calling", "no_task_call", "per_run", "register", "run_task"]
 
 
 def run_task(call: TaskCall, p: Pass) -> PassResult:
@@ -120,8 +120,16 @@ def per_run(run: Run) -> Job:
         call = TaskCall.of(run)
     except ValueError:
         return dataclasses.replace(base, per_run=None)  # the pass fails in no_task_call()
+    return calling(base, call)
+
+
+def calling(spec: Job, call: TaskCall) -> Job:
+    """*spec* as one pass runs it: the task *call* as its handler, under the call's options.
+
+    For a run of the built-in job and for a scheduled task's alike (:mod:`.scheduled`).
+    """
     return dataclasses.replace(
-        base,
+        spec,
         handler=functools.partial(run_task, call),
         retry=call.options.retry,
         timeout=call.options.timeout,

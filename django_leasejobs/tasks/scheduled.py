@@ -28,8 +28,6 @@ the backend knows its schedules; one that does not import is
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import importlib
 import inspect
 import logging
@@ -176,20 +174,11 @@ def envelope_of(run: Run) -> Envelope | None:
 def per_run(run: Run) -> Job:
     """A scheduled task's job as claimed *run*'s pass runs it: the task call, its options."""
     from .calls import TaskCall
-    from .execution import run_task  # not at the top: it imports the models
+    from .execution import calling  # not at the top: it imports the models
 
-    spec = registry.get(run.job)
     envelope = envelope_of(run)
     assert envelope is not None
-    call = TaskCall.of(run, envelope)
-    return dataclasses.replace(
-        spec,
-        handler=functools.partial(run_task, call),
-        retry=call.options.retry,
-        timeout=call.options.timeout,
-        safe_to_repeat=call.options.safe_to_repeat,
-        per_run=None,
-    )
+    return calling(registry.get(run.job), TaskCall.of(run, envelope))
 
 
 def import_listed(modules: tuple[str, ...]) -> None:
