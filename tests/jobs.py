@@ -505,5 +505,5 @@ def walk_killed(p):
 
     result = p.walk(Walked.objects.all(), _touch, size=3)
     if p.cursor == p.payload["hang_after"] and p.attempt == 1:
-        time.sleep(600)
+        time.sleep(600)  # the point: hung between the step and the commit until SIGKILLed
     return result

@@ -29,7 +29,7 @@ if PER_TASK_OPTIONS:
 
     @task(timeout=30)
     def long_running_task():
-        time.sleep(60)
+        time.sleep(60)  # the proposal's own words: its test moves the clock, never waits
 
     # -- in the proposals' style, failing so that the back-off shows ------------------------
 
