@@ -193,12 +193,15 @@ def database_offset(using: str) -> float:
 def _placed(taken: dict[StatKey, Tally], offset: float) -> list[Row]:
     """*taken*'s tallies per (minute of the database's clock, job, queue, outcome), in key order.
 
-    A second at *offset* from the database's clock lands in the minute its
-    middle does. Key order: two flushes lock the rows they add to in one order.
+    A second at *offset* from the database's clock lands in the minute it
+    starts in: a pass is placed at most a second early, never late, so every
+    window read after it ended holds it (placed at its second's middle, a pass
+    in a minute's last half-second fell in a minute no reader had reached yet).
+    Key order: two flushes lock the rows they add to in one order.
     """
     minutes: dict[tuple[int, str, str, str], Tally] = {}
     for (second, job, queue, outcome), tally in taken.items():
-        minute = math.floor((second + 0.5 + offset) / 60) * 60
+        minute = math.floor((second + offset) / 60) * 60
         minutes.setdefault((minute, job, queue, outcome), Tally()).merge(tally)
     return [
         (

@@ -178,6 +178,17 @@ def test_o1_r4_each_pass_is_counted_in_the_minute_of_the_database_clock(
 
 
 @pytest.mark.django_db
+def test_o1_r4_a_pass_in_a_minute_s_last_half_second_is_in_that_minute(frozen_clock, worker_clock):
+    """A pass is placed at the start of its second, never after it ended: one that ended
+    at 12:00:59.7 is in 12:00, which a window read at once holds (placed at the second's
+    middle it fell in 12:01, which no window read before 12:01 holds)."""
+    frozen_clock.set(NOON + timedelta(seconds=59.7))
+    aggregate.observe("t.stats.edge", "default", "completed", 0.01)
+    assert aggregate.flush(force=True) == 1
+    assert _minutes("t.stats.edge") == {(NOON, "completed"): 1}
+
+
+@pytest.mark.django_db
 def test_o1_r4_the_offset_is_measured_at_each_flush_not_assumed(frozen_clock, worker_clock):
     """The database's clock moved an hour (a restore, a corrected server): the next flush
     places the passes since the last one on it, as the windows read it."""
