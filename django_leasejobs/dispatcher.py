@@ -1,6 +1,6 @@
 """The pool side of a drive (SPEC W5): the snapshot walked here, its runs' passes on threads.
 
-A :class:`Dispatcher` walks a drive's snapshot (:class:`~.dispatch.Walk`) in
+A :class:`Dispatcher` walks a drive's snapshot (:class:`~.cursor.DueCursor`) in
 its order and hands each run's passes to a :class:`~.pool.Pool` of threads
 -- each with a database connection of its own, each pass under its own
 owner token -- and goes on while they run: up to N passes at once, every
@@ -22,17 +22,17 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from django.db import DatabaseError, connections
 
-from .dispatch import DueKey, Walk, drive
+from .cursor import DueCursor
+from .due import DueKey
 from .errors import connection_lost, describe
 from .follower import Follower
+from .in_turn import NOT_WON, REFUSED, SKIPPED, Ran, drive_in_turn
 from .leases import Claimed
-from .outcome import Outcome
 from .pacing import Claims
 from .pool import Abandoned, Pool, Unstarted
 from .report import Note
@@ -48,34 +48,11 @@ logger = logging.getLogger("django_leasejobs")
 WAIT_SLICE = 0.5
 
 
-class _Ran(NamedTuple):
-    """What a pool thread hands back for one run."""
-
-    outcomes: list[Outcome]
-    seconds: float
-    #: A database error driving the run, and whether that thread's connection is gone.
-    error: DatabaseError | None = None
-    lost: bool = False
-    #: No pass began: the drive was stopping, or a claim made ahead was given back (L2).
-    skipped: bool = False
-    #: Whether this process held the run's claim (a stretch's claim may go elsewhere).
-    won: bool = True
-    #: The thread had no connection and the database refused one: nothing was claimed (F10).
-    refused: bool = False
-
-
 #: The drive's warning for a pass abandoned on its thread (F13).
 _ABANDONED = (
     "pass abandoned: its handler did not return past its timeout; its thread is replaced "
     "and its lease expires (F13)"
 )
-
-#: A run of a stretch whose claim went to another worker.
-_NOT_WON = _Ran([], 0.0, won=False)
-#: A run whose pass never began here, uncharged (L2).
-_SKIPPED = _Ran([], 0.0, skipped=True)
-#: A run its thread could not claim for want of a connection: due again, uncharged (F10).
-_REFUSED = _Ran([], 0.0, refused=True)
 
 #: The drive's warning, once, when a thread found connections refused (F10).
 _REFUSED_NOTE = (
@@ -126,37 +103,37 @@ class Dispatcher:
         #: Whether the last drive handed any pass to a thread: it did work (W1, W3).
         self.dispatched = False
         #: The calls in flight: their runs, and the drive they were started in.
-        self._flying: dict[int, tuple[list[DueKey], Walk]] = {}
+        self._flying: dict[int, tuple[list[DueKey], DueCursor]] = {}
         #: The runs handed to a thread that has not claimed them yet (in the backlog).
         self._handed = _Unclaimed()
         self._tokens = 0
 
-    def drive(self, state: Walk, *, wait: bool) -> None:
+    def drive(self, cursor: DueCursor, *, wait: bool) -> None:
         """Hand the snapshot's runs to the pool; with *wait*, until every pass has ended."""
         self.dispatched = False
-        self._collect(state, timeout=0)
-        while not state.stop():
+        self._collect(cursor, timeout=0)
+        while not cursor.options.stop():
             # Every thread busy and the backlog full. A call waiting in the backlog holds
             # no claim -- its thread claims when it takes it -- so a thread that frees
             # starts its next pass at once, and no lease waits out a slow pass.
             if not self.pool.room():
-                self._collect(state, timeout=WAIT_SLICE)
+                self._collect(cursor, timeout=WAIT_SLICE)
                 continue
-            key = state.next()
+            key = cursor.next()
             if key is None:
                 break
             if key.id in self._handed:
                 # Handed to a thread by an earlier drive and waiting for it, unclaimed, so
                 # still due in this drive's snapshot: not handed over twice.
                 continue
-            self._start(state, key)
-            self._collect(state, timeout=0)
+            self._start(cursor, key)
+            self._collect(cursor, timeout=0)
         if wait:
-            self.finish(state)
-        state.finish()
+            self.finish(cursor)
+        cursor.finish()
 
-    def finish(self, state: Walk, give_up: Callable[[], bool] | None = None) -> None:
-        """Wait for every pass in flight, counting each in *state*'s report.
+    def finish(self, cursor: DueCursor, give_up: Callable[[], bool] | None = None) -> None:
+        """Wait for every pass in flight, counting each in *cursor*'s report.
 
         Once *give_up* says so (the worker's ``--stop-timeout`` has passed),
         the passes still in flight are abandoned (F13): their leases expire.
@@ -164,7 +141,7 @@ class Dispatcher:
         while self.pool.busy:
             if give_up is not None and give_up():
                 self.pool.give_up()
-            self._collect(state, timeout=WAIT_SLICE)
+            self._collect(cursor, timeout=WAIT_SLICE)
 
     @property
     def abandoned(self) -> int:
@@ -182,29 +159,29 @@ class Dispatcher:
     def close(self, timeout: float | None = None) -> None:
         self.pool.close(timeout)
 
-    def _start(self, state: Walk, key: DueKey) -> None:
+    def _start(self, cursor: DueCursor, key: DueKey) -> None:
         """Hand *key*'s run to a thread, alone or as the head of a stretch, to claim there."""
-        spec = state.by_name[key.job]
+        spec = cursor.options.jobs[key.job]
         # Idle threads share what is left rather than one of them driving it all in turn.
         free = self.pool.free()
-        most = -(-(state.left() + 1) // free) if free else len(state.keys)
-        stretch = state.stretch(key, spec, most, self._handed)
+        most = -(-(cursor.left() + 1) // free) if free else len(cursor.keys)
+        stretch = cursor.stretch(key, spec, most, self._handed)
         handed = self._handed  # what the call, on its thread, takes its runs out of
         if len(stretch) > 1:
-            self._submit(state, stretch, lambda: _stretch(state, stretch, spec, handed))
+            self._submit(cursor, stretch, lambda: _stretch(cursor, stretch, spec, handed))
         else:  # the thread claims it (L2), or takes it over (L3)
-            self._submit(state, [key], lambda: [_alone(state, key, spec, handed)])
+            self._submit(cursor, [key], lambda: _alone(cursor, key, spec, handed))
 
-    def _submit(self, state: Walk, keys: list[DueKey], call: Callable[[], list[_Ran]]) -> None:
-        state.in_flight += len(keys)
+    def _submit(self, cursor: DueCursor, keys: list[DueKey], call: Callable[[], list[Ran]]) -> None:
+        cursor.in_flight += len(keys)
         self._handed.add(keys)
         self.dispatched = True
         self._tokens += 1
-        self._flying[self._tokens] = (keys, state)
+        self._flying[self._tokens] = (keys, cursor)
         self.pool.submit(self._tokens, call)
 
-    def _collect(self, state: Walk, *, timeout: float) -> None:
-        """Count the passes that ended in *state*: the drive in progress (W5)."""
+    def _collect(self, cursor: DueCursor, *, timeout: float) -> None:
+        """Count the passes that ended in *cursor*: the drive in progress (W5)."""
         for done in self.pool.wait(timeout=timeout):
             keys, began_in = self._flying.pop(done.tag)
             began_in.in_flight -= len(keys)
@@ -214,41 +191,36 @@ class Dispatcher:
             if isinstance(done.error, Abandoned):
                 # F13: past its timeout and its handler never returned: its lease
                 # expires (R10, L10) and the run is taken over; the thread is replaced.
-                state.report.warnings.append(Note(keys[0].id, _ABANDONED))
+                cursor.report.warnings.append(Note(keys[0].id, _ABANDONED))
                 continue
             if done.error is not None:  # a bug: nothing one run does stops the drive (R9)
                 logger.error("Run id=%s could not be driven", keys[0].id, exc_info=done.error)
-                state.report.errors.append(Note(keys[0].id, describe(done.error)))
+                cursor.report.errors.append(Note(keys[0].id, describe(done.error)))
                 continue
-            ran: list[_Ran] = done.value
+            ran: list[Ran] = done.value
             if ran and ran[0].refused:
                 # F10: nothing was claimed; fewer passes at once, not a drive aborted as
                 # if the database were down. Idle threads give their connections back.
                 self.pool.scarce()
-                if all(note.text != _REFUSED_NOTE for note in state.report.warnings):
-                    state.report.warnings.append(Note(keys[0].id, _REFUSED_NOTE))
+                if all(note.text != _REFUSED_NOTE for note in cursor.report.warnings):
+                    cursor.report.warnings.append(Note(keys[0].id, _REFUSED_NOTE))
                 continue
             if not any(one.won for one in ran):
-                state.lost(keys[0])  # another worker is on this stretch of the due order
+                cursor.lost(keys[0])  # another worker is on this stretch of the due order
             for key, one in zip(keys, ran, strict=True):
-                if one.error is not None:
-                    if one.lost:
-                        self.pool.scarce()  # F10: perhaps refused; idle threads give theirs back
-                    state.failed(key, one.error, one.lost)
-                elif not one.skipped and one.won:
-                    if not one.outcomes:
-                        state.lost(key)
-                    state.tally(key, one.outcomes, one.seconds)
+                if one.lost:
+                    self.pool.scarce()  # F10: perhaps refused; idle threads give theirs back
+                cursor.count(key, one)
 
 
-def _alone(state: Walk, key: DueKey, spec: Job, handed: _Unclaimed) -> _Ran:
+def _alone(cursor: DueCursor, key: DueKey, spec: Job, handed: _Unclaimed) -> list[Ran]:
     """On a pool thread: claim *key*'s run (L2) or take it over (L3), and drive it."""
     handed.discard([key])  # from here on a claim, or the other worker's, keeps it from a drive
-    if state.stop():  # it waited for a thread while the drive was told to stop (W5)
-        return _SKIPPED
-    if not _connected(state.using):
-        return _REFUSED
-    return _timed(state, key, spec, None)
+    if cursor.options.stop():  # it waited for a thread while the drive was told to stop (W5)
+        return [SKIPPED]
+    if not _connected(cursor.options.using):
+        return [REFUSED]
+    return _driven(_Handed([key], cursor.options.stop), cursor)
 
 
 def _connected(using: str) -> bool:
@@ -267,71 +239,87 @@ def _connected(using: str) -> bool:
     return True
 
 
-def _timed(
-    state: Walk,
-    key: DueKey,
-    spec: Job,
-    claimed: Claimed | None,
-    follower: Follower | None = None,
-) -> _Ran:
-    """On a pool thread: drive the run, and say how long it took (for :mod:`.pacing`)."""
-    started = time.monotonic()
-    try:
-        outcomes = drive(state, key, spec, claimed, follower)
-    except DatabaseError as exc:
-        # Asked here: the error was on this thread's connection (D4).
-        return _Ran([], 0.0, exc, connection_lost(state.using))
-    return _Ran(outcomes, time.monotonic() - started)
+class _Handed:
+    """A pool thread's :class:`~.in_turn.Line`: the run, or the stretch of runs, it was handed.
+
+    A run handed alone is claimed by its pass (L2) or taken over (L3). A
+    stretch is claimed in one statement first (:meth:`claim_ahead`); then a
+    run whose claim went elsewhere is not driven, and once the drive is told
+    to stop, or a BEGIN found its queue paused, no further pass begins and
+    the rest are given back, uncharged (W5, W6).
+    """
+
+    def __init__(self, keys: list[DueKey], stop: Callable[[], bool]) -> None:
+        self.keys = keys
+        self.position = 0
+        self.claims = Claims()
+        self._stop = stop
+        #: The runs whose claims this thread won; ``None`` for a run handed alone.
+        self._won: set[str] | None = None
+        self._paused: set[str] = set()
+
+    def claim_ahead(self, spec: Job) -> None:
+        self.claims.claim([key.id for key in self.keys], spec)
+        self._won = self.claims.held()
+
+    def next(self) -> DueKey | None:
+        return self.follow() if self.position < len(self.keys) else None
+
+    def follow(self) -> DueKey:
+        key = self.keys[self.position]
+        self.position += 1
+        return key
+
+    def claim(self, key: DueKey, spec: Job) -> Claimed | Ran | None:
+        if self._won is None:
+            return None
+        if key.id not in self._won:
+            return NOT_WON
+        if self._stop() or key.queue in self._paused:
+            return SKIPPED  # no new pass once stopping, nor in a queue found paused
+        claimed = self.claims.pop(key.id)
+        return SKIPPED if claimed is None else claimed  # by the keeper, or its lease ran out
+
+    def follower(self) -> Follower | None:
+        after = self.keys[self.position].id if self.position < len(self.keys) else ""
+        if after not in self.claims:
+            return None
+        return Follower(self.claims, after, lambda: not self._stop())
+
+    def noted(self, key: DueKey, ran: Ran) -> None:
+        if ran.outcomes and ran.outcomes[-1].paused:
+            self._paused.add(key.queue)
 
 
-def _stretch(state: Walk, keys: list[DueKey], spec: Job, handed: _Unclaimed) -> list[_Ran]:
+def _driven(line: _Handed, cursor: DueCursor) -> list[Ran]:
+    """What each of *line*'s runs came to, in order: those not reached after a lost
+    connection were skipped, uncharged (D4)."""
+    ran = [one for _key, one in drive_in_turn(line, cursor.options)]
+    return ran + [SKIPPED] * (len(line.keys) - len(ran))
+
+
+def _stretch(cursor: DueCursor, keys: list[DueKey], spec: Job, handed: _Unclaimed) -> list[Ran]:
     """On a pool thread: claim *keys*' runs in one statement, then drive them in turn (§13).
 
-    As :func:`~.dispatch.walk` drives its claims made ahead: each finish
+    As the drive's own thread drives its claims made ahead: each finish
     carries the next run's BEGIN (:mod:`.follower`), a claim whose turn
     comes too late to begin is given back, and the keeper gives back those
-    behind a pass that runs long; once the drive is told to stop, no
-    further pass begins and the rest are given back, uncharged (W5).
+    behind a pass that runs long (:class:`_Handed`).
     """
-    if not _connected(state.using):
+    using = cursor.options.using
+    if not _connected(using):
         handed.discard(keys)
-        return [_REFUSED] * len(keys)
-    claims = Claims()
+        return [REFUSED] * len(keys)
+    line = _Handed(keys, cursor.options.stop)
     try:
-        claims.claim([key.id for key in keys], spec)
+        line.claim_ahead(spec)
     except DatabaseError as exc:
         handed.discard(keys)
-        return [_Ran([], 0.0, exc, connection_lost(state.using)), *[_NOT_WON] * (len(keys) - 1)]
-    won = claims.held()
+        return [Ran([], error=exc, lost=connection_lost(using)), *[NOT_WON] * (len(keys) - 1)]
     # Claimed now, or another worker's: a drive's snapshot no longer reads them as due,
     # and one given back from here on is due for any drive to hand over again.
     handed.discard(keys)
-    ran: list[_Ran] = []
-    carried: Claimed | None = None  # the next run's claim, its BEGIN sent with the last commit
-    claimed: Claimed | None
-    paused: set[str] = set()  # queues a BEGIN found paused: the rest of theirs given back (W6)
     try:
-        for position, key in enumerate(keys):
-            if carried is not None and not any(one.lost for one in ran):
-                claimed, carried = carried, None  # its pass began: driven even when stopping
-            elif key.id not in won:
-                ran.append(_NOT_WON)
-                continue
-            elif state.stop() or any(one.lost for one in ran) or key.queue in paused:
-                ran.append(_SKIPPED)  # no new pass once stopping, nor on a lost connection
-                continue
-            elif (claimed := claims.pop(key.id)) is None:
-                ran.append(_SKIPPED)  # by the keeper, or its share of the lease ran out
-                continue
-            after = keys[position + 1].id if position + 1 < len(keys) else ""
-            follower = (
-                Follower(claims, after, lambda: not state.stop()) if after in claims else None
-            )
-            with claims.watch():
-                ran.append(_timed(state, key, spec, claimed, follower))
-            if ran[-1].outcomes and ran[-1].outcomes[-1].paused:
-                paused.add(key.queue)
-            carried = None if follower is None else follower.claimed
+        return _driven(line, cursor)
     finally:
-        claims.give_back()  # whatever was not reached: due again at once, uncharged (L2)
-    return ran
+        line.claims.give_back()  # whatever was not reached: due again at once, uncharged (L2)

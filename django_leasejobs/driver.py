@@ -2,7 +2,7 @@
 
 No SQL here: the due read is a queryset method and every write is the store's.
 A drive fires the due schedules, re-judges the limits a deploy changed, reads
-the snapshot, walks it (:mod:`.dispatch`: on this thread, or onto a pool of
+the snapshot, walks it (:mod:`.cursor`: on this thread, or onto a pool of
 threads), and does the per-process chores (:mod:`.housekeeping`).
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
+from types import MappingProxyType
 
 from django.db import DatabaseError, connections, router
 from django.db.models import BooleanField, ExpressionWrapper, Q
@@ -18,8 +19,9 @@ from django.db.transaction import TransactionManagementError
 from . import schedules, store
 from .clock import get_clock
 from .conf import conf
-from .dispatch import DueKey, Walk, walk
+from .cursor import DueCursor, Tally, drive_on_this_thread
 from .dispatcher import Dispatcher
+from .due import DriveOptions, DueKey
 from .errors import connection_lost, describe, drop_lost_connections
 from .holder import current_holder, is_gone
 from .housekeeping import chores
@@ -235,28 +237,28 @@ def run_due_jobs(
     _fire_schedules(using, None if jobs is None else set(by_name), report)
     taken = queue_names(queues)
     _before_snapshot(specs, taken, report)
-    state = Walk(
-        snapshot(specs, taken, conf.SCAN_MAX),
-        by_name,
-        using=using,
-        limit=limit,
-        max_passes=max_passes,
-        stop=stop or (lambda: False),
-        interrupt=interrupt,
-        report=report,
+    options = DriveOptions(
+        using,
+        MappingProxyType(by_name),
+        max_passes,
+        stop or (lambda: False),
+        interrupt,
+    )
+    cursor = DueCursor(
+        snapshot(specs, taken, conf.SCAN_MAX), options, limit=limit, tally=Tally(report)
     )
     if concurrency == 1:
-        walk(state)
+        drive_on_this_thread(cursor)
     elif dispatcher is not None:
-        dispatcher.drive(state, wait=False)
+        dispatcher.drive(cursor, wait=False)
     else:
         own = Dispatcher(concurrency)
         try:
-            own.drive(state, wait=True)
+            own.drive(cursor, wait=True)
         finally:
             own.close()
-    # F4: a connection the database ended during the walk is opened anew for what follows;
-    # F3: what the walk abandoned on it is given back, if the database answers.
+    # F4: a connection the database ended during the drive is opened anew for what follows;
+    # F3: what the drive abandoned on it is given back, if the database answers.
     drop_lost_connections()
     give_back_unanswered()
     chores.run(report)
@@ -270,18 +272,10 @@ def finish(dispatcher: Dispatcher, give_up: Callable[[], bool] | None = None) ->
     Once *give_up* says so, those still running are abandoned (F13).
     """
     report = DriveReport()
-    state = Walk(
-        [],
-        {},
-        using=router.db_for_write(Run),
-        limit=1,
-        max_passes=1,
-        stop=lambda: False,
-        interrupt=None,
-        report=report,
-    )
-    dispatcher.finish(state, give_up)
-    state.finish()
+    options = DriveOptions(router.db_for_write(Run), MappingProxyType({}), 1, lambda: False)
+    cursor = DueCursor([], options, limit=1, tally=Tally(report))
+    dispatcher.finish(cursor, give_up)
+    cursor.finish()
     return report
 
 

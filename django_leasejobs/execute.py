@@ -21,7 +21,7 @@ from .conclusion import Ending, conclude
 from .exceptions import UnreadableRow
 from .heartbeat import Heartbeat
 from .known import known_as
-from .leases import Claimed, Lease
+from .leases import Lease
 from .outcome import Outcome
 from .passes import Pass
 from .pool import bounded
@@ -29,33 +29,26 @@ from .states import PassOutcome
 from .tracing import finished, pass_span
 
 if TYPE_CHECKING:
+    from .due import DriveOptions, Turn
     from .follower import Follower
-    from .registry import Job
 
 __all__ = ["drive_run", "run_pass"]
 
 
-def drive_run(
-    run_id: str,
-    spec: Job,
-    *,
-    took_over: bool,
-    max_passes: int,
-    stop: Callable[[], bool],
-    interrupt: Callable[[], bool] | None = None,
-    claimed: Claimed | None = None,
-    follower: Follower | None = None,
-) -> list[Outcome]:
-    """Run up to *max_passes* passes of one run; return each pass's outcome (D3).
+def drive_run(turn: Turn, options: DriveOptions) -> list[Outcome]:
+    """Run up to ``options.max_passes`` passes of *turn*'s run; return each one's outcome (D3).
 
     An empty list means the claim was lost: another drive has the run. Each
     pass claims afresh under a new owner token and reads back what the last
-    one committed -- but the first, when the drive *claimed* it already.
-    The pass that finishes the run carries the BEGIN of *follower*, the
-    drive's next run, in its commit where it can (:mod:`.follower`).
+    one committed -- but the first, when the turn came *claimed* already.
+    The pass that finishes the run carries the BEGIN of the turn's
+    *follower*, the drive's next run, in its commit where it can
+    (:mod:`.follower`).
     """
+    run_id, spec, claimed = turn.key.id, turn.spec, turn.claimed
+    took_over, stop = turn.key.took_over, options.stop
     outcomes: list[Outcome] = []
-    for number in range(max_passes):
+    for number in range(options.max_passes):
         if number and stop():
             break
         first = number == 0
@@ -66,7 +59,9 @@ def drive_run(
         started = time.monotonic()
         admitted = admit(claimed, spec, took_over=took_over and first)
         outcome = (
-            admitted if isinstance(admitted, Outcome) else run_pass(admitted, interrupt, follower)
+            admitted
+            if isinstance(admitted, Outcome)
+            else run_pass(admitted, options.interrupt, turn.follower)
         )
         found = claimed.found
         if isinstance(found, UnreadableRow):

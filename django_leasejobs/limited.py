@@ -1,6 +1,6 @@
 """The keys one drive found at their limit, and the due runs of theirs it held back (C4).
 
-Pure bookkeeping for the drive (:mod:`.dispatch`); the one write is the store's.
+Pure bookkeeping for the drive (:mod:`.cursor`); the one write is the store's.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from .outcome import Throttled
 from .report import DriveReport, Note
 
 if TYPE_CHECKING:
-    from .dispatch import DueKey
+    from .due import DueKey
 
 __all__ = ["Limited"]
 

@@ -62,7 +62,7 @@ StatKey = tuple[int, str, str, str]
 #: metrics of ``rundueJobs --metrics-port`` (O2) add themselves here.
 observers: list[Callable[[str, str, str, float], None]] = []
 #: Called, with no arguments, each time a drive finds a claim went to another
-#: worker process (``Walk.lost()``): the ``leasejobs_claims_lost_total`` counter (O2).
+#: worker process (``DueCursor.lost()``): the ``leasejobs_claims_lost_total`` counter (O2).
 lost_observers: list[Callable[[], None]] = []
 
 

@@ -12,7 +12,8 @@ import time
 import pytest
 
 from django_leasejobs import RunStatus, pause_queue, start, start_many
-from django_leasejobs.dispatch import DueKey, Walk
+from django_leasejobs.cursor import DueCursor, Tally
+from django_leasejobs.due import DriveOptions, DueKey
 from django_leasejobs.holder import current_holder
 from django_leasejobs.metrics import WorkerMetrics
 from django_leasejobs.models import Run
@@ -25,16 +26,8 @@ LOST = "leasejobs_claims_lost_total"
 
 
 def _walk(keys):
-    return Walk(
-        keys,
-        {},
-        using="default",
-        limit=1,
-        max_passes=1,
-        stop=lambda: False,
-        interrupt=None,
-        report=DriveReport(),
-    )
+    options = DriveOptions("default", {}, max_passes=1, stop=lambda: False)
+    return DueCursor(keys, options, limit=1, tally=Tally(DriveReport()))
 
 
 @pytest.mark.django_db

@@ -21,8 +21,9 @@ import pytest
 
 from django_leasejobs import RunStatus, pacing, run_due_jobs, signals, start, start_many
 from django_leasejobs import driver as driver_module
-from django_leasejobs.dispatch import DueKey, Walk
+from django_leasejobs.cursor import DueCursor, Tally
 from django_leasejobs.dispatcher import _stretch, _Unclaimed
+from django_leasejobs.due import DriveOptions, DueKey
 from django_leasejobs.models import Run
 from django_leasejobs.pacing import BATCH_MAX, STRETCH_MAX, pace
 from django_leasejobs.report import DriveReport
@@ -107,18 +108,10 @@ def test_w5_s13_short_passes_are_claimed_a_stretch_at_a_time_on_the_pool_threads
     assert claims_made[0][1] == len(runs) // 4
 
 
-def _walk(spec, stop=lambda: False) -> Walk:
+def _walk(spec, stop=lambda: False) -> DueCursor:
     """A drive's walk with nothing in its snapshot: what a stretch reads of its drive."""
-    return Walk(
-        [],
-        {spec.name: spec},
-        using="default",
-        limit=100,
-        max_passes=1,
-        stop=stop,
-        interrupt=None,
-        report=DriveReport(),
-    )
+    options = DriveOptions("default", {spec.name: spec}, max_passes=1, stop=stop)
+    return DueCursor([], options, limit=100, tally=Tally(DriveReport()))
 
 
 def test_w5_l2_a_stretch_told_to_stop_begins_no_more_and_gives_the_rest_back(

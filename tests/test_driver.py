@@ -322,7 +322,7 @@ def test_d1_after_a_lost_claim_the_drive_moves_on_and_the_next_drive_takes_the_r
         return take(run_id, *args, **kwargs)
 
     monkeypatch.setattr(store, "take", take_but_lose_the_first)
-    monkeypatch.setattr("django_leasejobs.dispatch.random.randrange", lambda n: 5)
+    monkeypatch.setattr("django_leasejobs.cursor.random.randrange", lambda n: 5)
     first = drive(spec)
     assert first.attempted == 29 - 5  # it stepped over five of the runs behind the lost one
     monkeypatch.setattr(store, "take", take)

@@ -16,7 +16,8 @@ import pytest
 from django.db import connections
 
 from django_leasejobs import Retry, contained, start, stats
-from django_leasejobs.dispatch import DueKey, Walk
+from django_leasejobs.cursor import DueCursor, Tally
+from django_leasejobs.due import DriveOptions, DueKey
 from django_leasejobs.report import DriveReport
 from tests.utils import fresh
 
@@ -95,19 +96,11 @@ def test_f12_a_claims_lost_hook_that_raises_leaves_the_drive_to_go_on(monkeypatc
     raise, and the drive still steps on along its snapshot."""
     stats.lost_observers.append(_raise)
     keys = [DueKey(f"id{n}", "t.f12.lost", False) for n in range(4)]
-    walk = Walk(
-        keys,
-        {},
-        using="default",
-        limit=10,
-        max_passes=1,
-        stop=lambda: False,
-        interrupt=None,
-        report=DriveReport(),
-    )
-    monkeypatch.setattr("django_leasejobs.dispatch.store.claimed_elsewhere", lambda *a: True)
+    options = DriveOptions("default", {}, max_passes=1, stop=lambda: False)
+    walk = DueCursor(keys, options, limit=10, tally=Tally(DriveReport()))
+    monkeypatch.setattr("django_leasejobs.cursor.store.claimed_elsewhere", lambda *a: True)
     walk.lost(keys[0])  # the hook raises
-    monkeypatch.setattr("django_leasejobs.dispatch.store.claimed_elsewhere", _raise)
+    monkeypatch.setattr("django_leasejobs.cursor.store.claimed_elsewhere", _raise)
     walk.lost(keys[0])  # the read raises
     assert len(_failures(caplog, "Claim metrics")) == 1
 

@@ -19,6 +19,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils.module_loading import import_string
 
 from django_leasejobs import PassOutcome, RunStatus, compat
+from django_leasejobs.due import DriveOptions, DueKey, Turn
 from django_leasejobs.execute import drive_run
 from django_leasejobs.models import Run, TaskAttempt
 from django_leasejobs.registry import registry
@@ -36,9 +37,9 @@ RUN_TABLE = re.compile(r"""["`]leasejobs_run["`]""")
 
 def one_pass(result):
     """Drive one pass of *result*'s run, on this connection; its outcome."""
-    (outcome,) = drive_run(
-        result.id, registry.get(TASK_JOB), took_over=False, max_passes=1, stop=lambda: False
-    )
+    spec = registry.get(TASK_JOB)
+    options = DriveOptions("default", {spec.name: spec}, max_passes=1, stop=lambda: False)
+    (outcome,) = drive_run(Turn(DueKey(result.id, spec.name, took_over=False), spec), options)
     return outcome
 
 
