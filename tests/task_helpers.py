@@ -16,7 +16,7 @@ Status = compat.TaskResultStatus
 
 #: Per-task ``@task(...)`` options need a framework that passes extra keywords to
 #: ``task_class``: Django 6.1 and the backport do, Django 6.0 does not.
-needs_task_options = pytest.mark.skipif(
+needs_task_options = pytest.mark.elsewhere(
     not tasks.PER_TASK_OPTIONS,  # Django 6.0
     reason="Django 6.0's @task passes no extra keywords to task_class, so per-task "
     "options do not exist there (SPEC §9: Django 6.1 and the backport)",

@@ -238,17 +238,17 @@ def _engine() -> str:
 
 #: Only SQLite keeps text in a number's column (a restore, a hand edit): the tests of
 #: such rows run in the SQLite environments, where the fault can happen.
-on_sqlite_only = pytest.mark.skipif(
+on_sqlite_only = pytest.mark.elsewhere(
     _engine() != "sqlite3", reason="only SQLite keeps text in a number's column"
 )
 #: A worker's wall clock faked by libfaketime fakes SQLite's clock too (it is the worker
 #: process's own): the offset O1 measures exists only against a database server.
-on_a_server_only = pytest.mark.skipif(
+on_a_server_only = pytest.mark.elsewhere(
     _engine() == "sqlite3",
     reason="SQLite's clock is each process's own: a faked wall clock fakes it too",
 )
 #: A fault of the network between a worker and its database (F2, F5) needs a network:
 #: SQLite is a file in the worker's own process.
-over_a_network_only = pytest.mark.skipif(
+over_a_network_only = pytest.mark.elsewhere(
     _engine() == "sqlite3", reason="SQLite has no connection to cut off or slow down"
 )

@@ -48,7 +48,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 #: One pass of no step: the handler's invocation is the only trace it ran.
 ONE_PASS = {"passes": 1, "steps": 0, "step_seconds": 0}
 
-on_a_server = pytest.mark.skipif(
+on_a_server = pytest.mark.elsewhere(
     settings.DATABASES["default"]["ENGINE"].endswith("sqlite3"),
     reason="SQLite has no connection for a proxy to cut",
 )

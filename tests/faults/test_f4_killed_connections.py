@@ -43,7 +43,7 @@ from tests.utils import wait_for
 pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.faults,
-    pytest.mark.skipif(
+    pytest.mark.elsewhere(
         settings.DATABASES["default"]["ENGINE"].endswith("sqlite3"),
         reason="SQLite has no connection for the database to end",
     ),
@@ -182,7 +182,7 @@ def test_f4_l10_a_heartbeat_whose_connection_was_killed_renews_on_a_new_one(defi
     assert Run.objects.get(pk=run_id).status == "done"
 
 
-@pytest.mark.skipif(
+@pytest.mark.elsewhere(
     not settings.DATABASES["default"]["ENGINE"].endswith("postgresql"),
     reason="only PostgreSQL has LISTEN (W2); MariaDB polls",
 )

@@ -47,8 +47,8 @@ RUNS, PASSES, STEPS, STEP_SECONDS = 12, 2, 2, 0.01
 REFUSED = "database is full"
 
 #: ``max_page_count`` is SQLite's; a server's disk is filled another way (below).
-on_sqlite = pytest.mark.skipif(_engine() != "sqlite3", reason="max_page_count is SQLite's")
-on_a_server = pytest.mark.skipif(
+on_sqlite = pytest.mark.elsewhere(_engine() != "sqlite3", reason="max_page_count is SQLite's")
+on_a_server = pytest.mark.elsewhere(
     _engine() == "sqlite3", reason="a server's disk is a tmpfs of the test's; SQLite's a limit"
 )
 
