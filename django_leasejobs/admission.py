@@ -64,8 +64,10 @@ def admit(claimed: Claimed, spec: Job, *, took_over: bool) -> Lease | Outcome:
     if judged and (not spec.safe_to_repeat or spec.retry.exhausted(run.attempts)):
         return _taken_over(lease)
     if claimed.begun is None:
-        if (refused := _begin(lease)) is not None:
-            return refused
+        begun = _begin(lease)
+        if isinstance(begun, Outcome):
+            return begun
+        lease = begun
     elif not claimed.begun:  # carried in the last commit, the BEGIN was refused (L4)
         return _not_begun(lease)
     elif not _still_held(lease):
@@ -111,15 +113,15 @@ def _taken_over(lease: Lease) -> Outcome:
     return outcome
 
 
-def _begin(lease: Lease) -> Outcome | None:
-    """L4's BEGIN, with a limited job's slot and rate token (C2, C3); ``None`` once it wrote."""
+def _begin(lease: Lease) -> Lease | Outcome:
+    """L4's BEGIN, with a limited job's slot and rate token (C2, C3); the lease, once it wrote."""
     spec, countdown = lease.spec, lease.countdown
     if not countdown.can_begin():
         return _admission_miss(lease)
     if spec.limit is None:
         if not store.begin(lease.run_id, lease.owner, countdown.margin):
             return _not_begun(lease)
-        return None
+        return lease
     key = lease.run.limit_key or ""
     admission = store.begin_limited(
         lease.run_id, lease.owner, countdown.margin, job=spec.name, key=key, limit=spec.limit
@@ -130,8 +132,7 @@ def _begin(lease: Lease) -> Outcome | None:
         return _not_begun(lease)
     saturation.began(spec.name, key)
     # Its slot is as alive as its lease: no renewal may revive an expired one (C2).
-    countdown.strict = spec.limit.concurrency is not None
-    return None
+    return lease.evolve(strict=spec.limit.concurrency is not None)
 
 
 def _still_held(lease: Lease) -> bool:

@@ -140,7 +140,10 @@ class FrozenClock:
             return self._now
 
 
+#: One clock per path, made on first use by whichever thread asks: under :data:`_lock`,
+#: so every thread gets the same instance (a test moves the one its passes read).
 _clocks: dict[str, Clock] = {}
+_lock = threading.Lock()
 
 
 def get_clock() -> Clock:
@@ -148,5 +151,8 @@ def get_clock() -> Clock:
     path = conf.CLOCK
     clock = _clocks.get(path)
     if clock is None:
-        clock = _clocks[path] = import_string(path)()
+        with _lock:
+            clock = _clocks.get(path)
+            if clock is None:
+                clock = _clocks[path] = import_string(path)()
     return clock

@@ -266,6 +266,7 @@ SPECS: dict[str, Setting[Any]] = {
     name: value for name, value in vars(_Conf).items() if isinstance(value, Setting)
 }
 
+#: Unguarded: a setting read on two threads at once is kept twice, the same value.
 conf = _Conf()
 
 

@@ -93,7 +93,7 @@ class Heartbeat:
         for again in (False, True):
             try:
                 return store.renew(
-                    lease.run_id, lease.owner, lease.countdown.lease, strict=lease.countdown.strict
+                    lease.run_id, lease.owner, lease.countdown.lease, strict=lease.strict
                 )
             except DatabaseError as exc:
                 logger.warning(

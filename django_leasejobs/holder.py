@@ -67,6 +67,7 @@ def _space() -> str:
         return ""
 
 
+#: Unguarded: threads that race to fill it compute the same value, set in one assignment.
 _cache: tuple[int, Holder | None] | None = None
 
 

@@ -28,6 +28,7 @@ _RANDOM_BITS = 80
 #: Every two-digit string, by the 10-bit value it spells: half the steps of one digit at a time.
 _PAIRS = [high + low for high in _ALPHABET for low in _ALPHABET]
 _lock = threading.Lock()
+#: The last id minted in this process, as a number: read and written under :data:`_lock`.
 _last = 0
 
 

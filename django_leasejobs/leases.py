@@ -10,6 +10,7 @@ pass is handed whole.
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -64,13 +65,13 @@ class Countdown:
     sent, so the round trip counts against the worker, never for it.
     """
 
-    __slots__ = ("_from", "lease", "strict")
+    __slots__ = ("_from", "_lock", "lease")
 
     def __init__(self, lease: timedelta, sent: float) -> None:
-        self.lease = lease
+        self.lease = lease  # read-only after this
         self._from = sent
-        #: Renew only an unexpired lease: the pass holds a concurrency slot (C2).
-        self.strict = False
+        # A heartbeat's thread renews the lease beside the pass's own (L10): see renewed().
+        self._lock = threading.Lock()
 
     @staticmethod
     def now() -> float:
@@ -81,7 +82,15 @@ class Countdown:
         return self.lease - timedelta(seconds=time.monotonic() - self._from)
 
     def renewed(self, sent: float) -> None:
-        self._from = sent
+        """A renewal sent at *sent* wrote: count from then, unless a later-sent one did already.
+
+        Of two renewals that both wrote -- a heartbeat's and a step's, on two
+        threads -- the one the database ran last set the expiry, and it ran
+        after both were sent; so counting from the later *sent* never counts
+        for the worker, whichever thread gets here last.
+        """
+        with self._lock:
+            self._from = max(self._from, sent)
 
     def below(self, share: float) -> bool:
         """Whether less than *share* of the lease is left."""
@@ -127,9 +136,11 @@ class Lease:
 
     Frozen, because nothing a pass does changes whose lease it is: ``run`` is
     the row as claimed, ``spec`` the job as it applies to that row (a task's
-    own options, §9), ``owner`` the token that fences every write (L6). The
-    parts that move have their own methods: the ``countdown`` is renewed
-    (L7), and the ``record`` is told what decided the pass (its verdict).
+    own options, §9), ``owner`` the token that fences every write (L6),
+    ``strict`` whether its renewals may only extend an unexpired lease (set
+    at BEGIN, :func:`~.admission.admit`). The parts that move have their own
+    methods: the ``countdown`` is renewed (L7), and the ``record`` is told
+    what decided the pass (its verdict).
     """
 
     run: Run
@@ -137,13 +148,15 @@ class Lease:
     owner: str
     countdown: Countdown
     record: PassRecord
+    #: Renew only an unexpired lease: the pass holds a concurrency slot (C2).
+    strict: bool = False
 
     @property
     def run_id(self) -> str:
         return str(self.run.pk)
 
     def evolve(self, **changes: Any) -> Lease:
-        """A copy with *changes* (for a test, or a second view of the same pass)."""
+        """A copy with *changes*: the lease as BEGIN made it (``strict``), or a test's."""
         return replace(self, **changes)
 
 

@@ -136,7 +136,7 @@ class Ledger:
     def _renew(self) -> None:
         sent = Countdown.now()
         lease, countdown = self._lease, self._lease.countdown
-        if not store.renew(lease.run_id, lease.owner, countdown.lease, strict=countdown.strict):
+        if not store.renew(lease.run_id, lease.owner, countdown.lease, strict=lease.strict):
             raise LeaseLost
         countdown.renewed(sent)
 
@@ -161,7 +161,7 @@ class Ledger:
             attempts=attempts,
             error=error,
             exists=exists,
-            strict=countdown.strict,
+            strict=lease.strict,
             began=began,
         ):
             raise LeaseLost

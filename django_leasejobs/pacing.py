@@ -71,6 +71,9 @@ class Pace:
     """Each job's recent seconds per run driven, in this process (a moving average)."""
 
     def __init__(self) -> None:
+        # Every drive of the process observes: each update (a read, then a write) is
+        # made under the lock; a read is one dict lookup and needs none.
+        self._lock = threading.Lock()
         self._seconds: dict[str, float] = {}
 
     def seconds(self, job: str) -> float | None:
@@ -78,8 +81,9 @@ class Pace:
         return self._seconds.get(job)
 
     def observe(self, job: str, seconds: float) -> None:
-        last = self._seconds.get(job)
-        self._seconds[job] = seconds if last is None else last + _WEIGHT * (seconds - last)
+        with self._lock:
+            last = self._seconds.get(job)
+            self._seconds[job] = seconds if last is None else last + _WEIGHT * (seconds - last)
 
     def batch(self, spec: Job, most: int = BATCH_MAX) -> int:
         """How many of *spec*'s runs to claim at once, up to *most*: 1 until its passes are
@@ -98,7 +102,8 @@ class Pace:
         return max(1, min(most, int(wait / max(seconds, 1e-6))))
 
     def forget(self) -> None:
-        self._seconds.clear()
+        with self._lock:
+            self._seconds.clear()
 
 
 #: This process's pace, shared by its drives.

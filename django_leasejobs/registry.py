@@ -8,6 +8,7 @@ rather than surfacing in a worker at 3 a.m.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -96,6 +97,9 @@ class JobRegistry:
     """Jobs by name. One per process: :data:`registry`."""
 
     def __init__(self) -> None:
+        # Written as modules register their jobs (imports, app ready), each check-then-set
+        # under the lock; a read is one dict operation (or a copy) and needs none.
+        self._lock = threading.Lock()
         self._jobs: dict[str, Job] = {}
 
     def register(self, spec: Job) -> Job:
@@ -104,16 +108,18 @@ class JobRegistry:
         Registering the same function again (a module imported twice) replaces
         the entry rather than failing.
         """
-        existing = self._jobs.get(spec.name)
-        if existing is not None and existing.origin != spec.origin:
-            raise DuplicateJob(
-                spec.name, f"registered twice, by {existing.origin} and by {spec.origin}"
-            )
-        self._jobs[spec.name] = spec
+        with self._lock:
+            existing = self._jobs.get(spec.name)
+            if existing is not None and existing.origin != spec.origin:
+                raise DuplicateJob(
+                    spec.name, f"registered twice, by {existing.origin} and by {spec.origin}"
+                )
+            self._jobs[spec.name] = spec
         return spec
 
     def unregister(self, name: str) -> None:
-        self._jobs.pop(name, None)
+        with self._lock:
+            self._jobs.pop(name, None)
 
     def get(self, name: str) -> Job:
         """Return the job named *name*, or raise :class:`JobNotRegistered`."""

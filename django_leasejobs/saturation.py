@@ -23,7 +23,8 @@ logger = logging.getLogger("django_leasejobs")
 SATURATED_AFTER = 300.0
 
 _lock = threading.Lock()
-#: (job, key) -> (first refusal of the episode, last warning), monotonic seconds.
+#: (job, key) -> (first refusal of the episode, last warning), monotonic seconds. Written
+#: by every pass thread, under :data:`_lock` (began()'s emptiness test outside it is a hint).
 _episodes: dict[tuple[str, str], tuple[float, float | None]] = {}
 
 

@@ -59,7 +59,8 @@ logger = logging.getLogger("django_leasejobs")
 StatKey = tuple[int, str, str, str]
 
 #: Called for every pass counted, with (job, queue, outcome, seconds): the live
-#: metrics of ``rundueJobs --metrics-port`` (O2) add themselves here.
+#: metrics of ``rundueJobs --metrics-port`` (O2) add themselves here. Both lists are
+#: written only as that server starts and stops; the pass threads only iterate them.
 observers: list[Callable[[str, str, str, float], None]] = []
 #: Called, with no arguments, each time a drive finds a claim went to another
 #: worker process (``DueCursor.lost()``): the ``leasejobs_claims_lost_total`` counter (O2).

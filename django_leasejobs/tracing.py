@@ -50,6 +50,7 @@ SYSTEM = "django_leasejobs"
 
 logger = logging.getLogger("django_leasejobs")
 
+#: Looked up on first use, unguarded: threads that race there find the same modules.
 _modules: tuple[ModuleType, ModuleType] | None = None
 _looked = False
 

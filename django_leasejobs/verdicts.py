@@ -6,11 +6,16 @@ worker stopping -- and a weightier verdict always overrides a lighter one, so
 a handler that catches :class:`~.exceptions.PassTimedOut` or a step's failure
 and returns anyway still gets a failed pass. The conclusion reads the verdict
 first (:mod:`.conclusion`).
+
+Two threads tell one record: the pass's own, and its heartbeat's (L10),
+which marks the pass lost or timed out. Each check-then-set is therefore one step under
+the record's lock, so the weightier verdict wins whatever the interleaving.
 """
 
 from __future__ import annotations
 
 import enum
+import threading
 import time
 from datetime import timedelta
 
@@ -39,6 +44,7 @@ class PassRecord:
     __slots__ = (
         "_deadline",
         "_failed_step",
+        "_lock",
         "_timeout",
         "_verdict",
         "counters",
@@ -47,10 +53,15 @@ class PassRecord:
     )
 
     def __init__(self, timeout: timedelta | None) -> None:
+        # Guards the verdict and its failed step, which the heartbeat's thread
+        # decides too (L10): every write of them is made under it, in decide().
+        self._lock = threading.Lock()
         self._verdict = Verdict.OPEN
         self._failed_step: StepFailed | None = None
         self._timeout = timeout
+        # Written once by begin(), before the heartbeat's thread starts; read-only after.
         self._deadline: float | None = None
+        # The rest are the pass's own thread's alone: its Pass, ledger and conclusion.
         self.counters: dict[str, int | float] = {}
         self.progress_total: int | None = None
         #: Whether the pass wrote a step row: its commit then drops the ledger.
@@ -70,16 +81,23 @@ class PassRecord:
         """The step failure behind ``STEP_FAILED``."""
         return self._failed_step
 
-    def decide(self, verdict: Verdict, failed_step: StepFailed | None = None) -> None:
-        """Record *verdict* unless a weightier one already stands."""
-        if verdict > self._verdict:
-            self._verdict = verdict
-            self._failed_step = failed_step or self._failed_step
+    def decide(self, verdict: Verdict, failed_step: StepFailed | None = None) -> Verdict:
+        """Record *verdict* unless a weightier one already stands; return the one that stands.
+
+        Atomic: the pass's thread and its heartbeat's may decide at once, and
+        the weightier verdict wins whichever of them reads first.
+        """
+        with self._lock:
+            if verdict > self._verdict:
+                self._verdict = verdict
+                if failed_step is not None:
+                    self._failed_step = failed_step
+            return self._verdict
 
     def timed_out(self) -> bool:
         """Whether the pass has run past its job's timeout (R10); once past, for good."""
         if self._deadline is not None and time.monotonic() > self._deadline:
-            self.decide(Verdict.TIMED_OUT)
+            return self.decide(Verdict.TIMED_OUT) is Verdict.TIMED_OUT
         return self._verdict is Verdict.TIMED_OUT
 
     def conclude(self) -> Verdict:

@@ -14,7 +14,7 @@ from datetime import timedelta
 
 import pytest
 
-from django_leasejobs import InvalidJob, RunStatus, run_due_jobs, start
+from django_leasejobs import InvalidJob, Limit, RunStatus, run_due_jobs, start
 from django_leasejobs.models import Run
 from tests.processes import django_command, take_over_while
 from tests.utils import fresh, wait_for
@@ -97,6 +97,49 @@ def test_l10_a_heartbeat_that_finds_the_lease_gone_stops_the_pass(define, drive)
     assert ran == []
     assert fresh(run).lease_owner == "someone-else"
     assert not [t for t in threading.enumerate() if t.name.startswith("leasejobs-heartbeat")]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_l10_c2_a_heartbeat_never_revives_the_lease_of_a_pass_holding_a_slot(
+    define, drive, frozen_clock
+):
+    """C2: a pass holding a concurrency slot renews only an unexpired lease, from its
+    heartbeat too (its lease is made strict at BEGIN). Once its lease ran out, its slot
+    may be another pass's: the heartbeat finds the lease lost and the pass is superseded.
+    An unlimited job's heartbeat, whose lease is its owner's alone, renews it again."""
+    lease = timedelta(milliseconds=600)
+    renewed = []
+
+    def handler(p):
+        frozen_clock.advance(timedelta(seconds=3))  # past the lease, with nobody taking over
+        if p.run.job == limited.name:
+            beating = f"leasejobs-heartbeat-{p.run.id}"
+            wait_for(
+                lambda: beating not in [t.name for t in threading.enumerate()],
+                "the heartbeat to find the lease run out",
+                WAIT,
+                every=0.01,
+            )
+        else:
+            expired = frozen_clock.now()
+            renewed.append(
+                wait_for(
+                    lambda: fresh(Run(pk=p.run.id)).next_attempt_at > expired,
+                    "the heartbeat to renew the lease that ran out",
+                    WAIT,
+                    every=0.01,
+                )
+            )
+        return p.done()
+
+    limited = define("t.l10.c2", handler, lease=lease, heartbeat=True, limit=Limit(concurrency=1))
+    unlimited = define("t.l10.c2.free", handler, lease=lease, heartbeat=True)
+    run, free = start(limited).run, start(unlimited).run
+    assert drive(limited).superseded == 1
+    assert fresh(run).status == RunStatus.RUNNING  # taken over once due, like any lost pass
+    assert drive(unlimited).completed == 1
+    assert renewed == [True]
+    assert fresh(free).status == RunStatus.DONE
 
 
 @pytest.mark.django_db(transaction=True)

@@ -10,7 +10,7 @@ from django.utils import timezone
 from django_leasejobs import Retry, RunStatus, release, start, store
 from django_leasejobs.clock import DatabaseClock
 from django_leasejobs.exceptions import LeaseLost
-from django_leasejobs.leases import ENTRY_MARGIN
+from django_leasejobs.leases import ENTRY_MARGIN, Countdown
 from django_leasejobs.models import Run, Step
 from django_leasejobs.signals import run_held
 from tests.utils import fresh
@@ -440,6 +440,22 @@ def test_l7_check_renews_a_lease_running_low(define, drive, frozen_clock, worker
     start(spec)
     drive(spec)
     assert expiry == [LEASE]
+
+
+def test_l7_l10_of_two_renewals_that_wrote_the_later_sent_counts_whichever_is_told_last(
+    worker_clock,
+):
+    """A heartbeat's renewal and a step's, on two threads, may tell the countdown in
+    either order. The one the database ran last set the expiry, and it ran after both
+    were sent, so the countdown counts from the later send -- never back to the earlier
+    one because its thread was slower to say so."""
+    countdown = Countdown(LEASE, Countdown.now())
+    worker_clock.now += 10
+    step_sent = Countdown.now()
+    worker_clock.now += 5
+    countdown.renewed(step_sent)
+    countdown.renewed(step_sent - 5)  # the heartbeat's, sent earlier, told later
+    assert countdown.left() == LEASE - timedelta(seconds=5)
 
 
 # -- L8 outcomes clear the lease ---

@@ -301,6 +301,7 @@ class Step(models.Model):
         return decode(self.result)
 
 
+# functools.cache is thread-safe; its list is shared, and only ever read.
 @cache
 def _attnames() -> list[str]:
     """The run's columns, in the order ``Model.from_db()`` takes them."""

@@ -47,6 +47,7 @@ def owner_of(prefix: str, run_id: str) -> str:
 Ahead = dict[str, Run | UnreadableRow]
 
 
+# functools.cache is thread-safe; a race builds one statement twice, to equal values.
 @cache
 def _claim_ahead(count: int) -> Statement:
     """L2 for *count* runs in one statement: a fresh claim each, never a takeover."""

@@ -46,6 +46,7 @@ def _released(at: Any) -> dict[str, Any]:
     return {"lease_owner": None, "lease_began_at": None, "updated_at": at}
 
 
+# functools.cache is thread-safe; a race builds one statement twice, to equal values.
 @cache
 def _renewal(*, with_step: bool, strict: bool = False) -> Statement:
     """L7: the lease renewed to now + lease -- with a step's record, or alone (``check()``).
@@ -71,6 +72,7 @@ def renew(run_id: str, owner: str, lease: timedelta, *, strict: bool = False) ->
     return bool(renewal.run(alias(), run_id=run_id, owner=owner, lease=lease))
 
 
+# functools.cache is thread-safe; a race builds one statement twice, to equal values.
 @cache
 def _step(*, strict: bool, began: bool | None = None) -> Carried:
     """R5 + L7 on PostgreSQL: a step's record carried by its renewal, one statement.
@@ -141,6 +143,7 @@ def record_step(
     return True
 
 
+# functools.cache is thread-safe; a race builds one statement twice, to equal values.
 @cache
 def _commit(
     *,
@@ -359,12 +362,14 @@ def _landed(
     return won
 
 
+# functools.cache is thread-safe; a race builds one statement twice, to equal values.
 @cache
 def _paired(**shape: bool) -> Paired:
     """PostgreSQL: a quiet finish of *shape* and the next pass's BEGIN, one statement."""
     return Paired(_commit(quiet=True, **shape), BEGIN)
 
 
+# functools.cache is thread-safe; a race builds one statement twice, to equal values.
 @cache
 def _settle(*, retrying: bool) -> Statement:
     def build(runs: RunQuerySet, s: Slots) -> tuple[RunQuerySet, dict[str, Any]]:

@@ -13,7 +13,7 @@ from django import template
 
 from django_leasejobs import times
 
-register = template.Library()
+register = template.Library()  # filled as this module is imported; read-only after
 
 
 @register.filter

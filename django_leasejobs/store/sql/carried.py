@@ -48,6 +48,7 @@ class Carried:
         #: function runs), ``False`` clears that with the attempt's record; ``None`` (any
         #: other job) writes no ``began_at`` at all.
         self.began = began
+        # A memo shared by every thread: a race compiles one key twice, to equal values.
         self._cache: dict[tuple[str, type, bool], Compiled] = {}
 
     def compiled(self, using: str, *, exists: bool) -> Compiled:

@@ -95,6 +95,7 @@ def execute(
 
 #: The run's columns in the order its SELECT reads them (and RETURNING returns them).
 COLUMNS = [field.attname for field in Run._meta.concrete_fields]
+#: A memo shared by every thread: a race lists one key twice, to equal values.
 _RETURNING: dict[tuple[str, tuple[str, ...] | None], tuple[str, tuple[Any, ...]]] = {}
 
 

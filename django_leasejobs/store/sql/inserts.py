@@ -53,6 +53,7 @@ class Insert:
     PER_ROW = ("id", "instance", "payload", "live_key", "limit_key")
 
     def __init__(self) -> None:
+        # A memo shared by every thread: a race compiles one key twice, to equal values.
         self._cache: dict[tuple[str, type, int, bool, bool], Compiled] = {}
 
     @staticmethod
@@ -180,6 +181,7 @@ def _template(values: dict[str, Any]) -> list[Any]:
     return columns
 
 
+# functools.cache is thread-safe; its list is shared, so its one caller copies it.
 @functools.cache
 def _defaults() -> list[Any]:
     """The model's default for each column: constants (str, int, bool, ``None``), read once.

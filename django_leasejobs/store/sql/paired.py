@@ -36,6 +36,7 @@ class Paired:
     def __init__(self, first: Statement, second: Statement) -> None:
         self.first = first
         self.second = second
+        # A memo shared by every thread: a race compiles one key twice, to equal values.
         self._cache: dict[tuple[str, type], Compiled] = {}
 
     def compiled(self, using: str) -> Compiled:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 from typing import Any, NamedTuple
 
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -46,8 +47,10 @@ _NEVER = 2**62
 
 
 #: Aliases whose server lost a statement prepared on it: a pooler between (see above).
-#: Only ever added to, once per alias and process; read by every pass thread.
+#: Only ever added to, once per alias and process, under :data:`_lost_lock`; read by
+#: every pass thread without it (a set's membership test is one step).
 _LOST: set[str] = set()
+_lost_lock = threading.Lock()
 
 
 def prepares(connection: BaseDatabaseWrapper) -> bool:
@@ -94,6 +97,7 @@ def cursor(connection: BaseDatabaseWrapper) -> CursorWrapper:
     return connection.make_cursor(found)
 
 
+# functools.cache is thread-safe; a race builds the class twice, and keeps one.
 @functools.cache
 def _preparing_cursor_class() -> type:
     """Built on first use: it needs psycopg, which only a PostgreSQL site has."""
@@ -145,8 +149,10 @@ def _preparing_cursor_class() -> type:
 
 def _lost(alias: str, exc: Exception) -> None:
     """A pooler lost a statement prepared on *alias*: none is prepared there again."""
-    if alias not in _LOST:
+    with _lost_lock:  # two threads may lose one at once: one warning
+        first = alias not in _LOST
         _LOST.add(alias)
+    if first:
         logger.warning(
             "Prepared statements do not survive on database %r (%s): a transaction-pooling "
             'PgBouncer before 1.21? They are off for it in this process; set LEASEJOBS["PREPARE"] '

@@ -56,6 +56,7 @@ class Statement:
     def __init__(self, fields: dict[str, Field[Any, Any]], build: Builder) -> None:
         self.fields = fields
         self.build = build
+        # A memo shared by every thread: a race compiles one key twice, to equal values.
         self._cache: dict[tuple[str, type, bool], Compiled] = {}
 
     def queryset(self, using: str, **values: Any) -> tuple[RunQuerySet, dict[str, Any]]:
@@ -119,6 +120,7 @@ class Select:
 
     def __init__(self, build: Callable[..., Any]) -> None:
         self.build = build
+        # A memo shared by every thread: a race compiles one key twice, to equal values.
         self._cache: dict[tuple[Any, ...], Compiled] = {}
 
     def queryset(self, using: str, *shape: Any) -> Any:

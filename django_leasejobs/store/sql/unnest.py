@@ -49,6 +49,7 @@ class Unnest:
     }
 
     def __init__(self) -> None:
+        # A memo shared by every thread: a race compiles one key twice, to equal values.
         self._cache: dict[tuple[str, type, bool, bool], Compiled] = {}
 
     @staticmethod
