@@ -20,7 +20,6 @@ from django.db.models import Q
 from .clock import get_clock
 from .in_flight import InFlight, in_flight_of
 from .known import TASK_JOB, known_as
-from .leases import lease_state
 from .models import PausedQueue, Run, Schedule
 from .querysets import RunQuerySet
 from .reading import Unreadable, read_robustly, stranded
@@ -109,7 +108,7 @@ def run_entry(run: Run, now: datetime) -> dict[str, Any]:
     none. A throttled run holds nothing, whatever claim a drive has on it to
     ask its limit again, so it names no holder (C5).
     """
-    lease = lease_state(run, now)
+    lease = run.lease_state(now)
     leased = lease in (LeaseState.LEASED, LeaseState.CLAIMED, LeaseState.EXPIRED)
     return {
         "id": run.id,
