@@ -219,8 +219,8 @@ def limit_entry(spec: Job, now: datetime) -> dict[str, Any]:
     rates = limits.rate_states(spec.name) if limit.rate else {}
     waiting = (
         Run.objects.using(router.db_for_write(Run))
-        .filter(status=RunStatus.RUNNING, job=spec.name)
-        .exclude(throttled_by="")
+        .filter(job=spec.name)
+        .waiting_for_limit()
         .count()
     )
     keys = sorted(set(in_use) | set(rates))
