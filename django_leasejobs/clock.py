@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import DateTimeField, Func, Value
+from django.db.models import DateTimeField, Field, Func, Value
 from django.db.models.expressions import Combinable, CombinedExpression, ExpressionWrapper
 from django.db.models.sql.compiler import SQLCompiler
 from django.db.models.sql.query import Query
@@ -29,7 +29,15 @@ from django.utils.module_loading import import_string
 
 from .conf import conf
 
-__all__ = ["Clock", "DatabaseClock", "DbNow", "FrozenClock", "get_clock"]
+__all__ = [
+    "Clock",
+    "DatabaseClock",
+    "DbNow",
+    "FrozenClock",
+    "get_clock",
+    "now_column",
+    "read_now",
+]
 
 
 class DbNow(Func):
@@ -82,7 +90,17 @@ def plus(
     return ExpressionWrapper(expression + added, output_field=DateTimeField())
 
 
-def _aware(value: object) -> datetime:
+def now_column() -> ExpressionWrapper[Any]:
+    """ "Now" to select beside a row's columns, as the clock gives it; :func:`read_now` reads it.
+
+    A bare ``Field``, not a ``DateTimeField``: a frozen clock's parameter comes back
+    from MySQL as text, which Django's datetime converter would refuse.
+    """
+    return ExpressionWrapper(get_clock().now_expr(), output_field=Field())
+
+
+def read_now(value: object) -> datetime:
+    """The aware datetime of a "now" the database handed back (text on SQLite)."""
     if isinstance(value, str):
         parsed = parse_datetime(value)
         if parsed is None:
@@ -106,7 +124,7 @@ class DatabaseClock:
         with connection.cursor() as cursor:
             cursor.execute(f"SELECT {sql}", params)
             (value,) = cursor.fetchone()
-        return _aware(value)
+        return read_now(value)
 
 
 class FrozenClock:

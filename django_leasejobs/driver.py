@@ -26,7 +26,6 @@ from .errors import connection_lost, describe, drop_lost_connections
 from .holder import current_holder, is_gone
 from .housekeeping import chores
 from .models import Run
-from .querysets import RunQuerySet
 from .registry import Job, registry
 from .rejudging import rejudge_limits
 from .report import DriveReport, Note
@@ -40,19 +39,12 @@ __all__ = ["DriveReport", "Note", "finish", "run_due_jobs"]
 logger = logging.getLogger("django_leasejobs")
 
 
-def of_jobs(
-    runs: RunQuerySet, names: tuple[str, ...], queues: tuple[str, ...] | None
-) -> RunQuerySet:
-    """Runs of the jobs *names* and, when given, of the *queues* only (D2, W4)."""
-    runs = runs.filter(job__in=names)
-    return runs if queues is None else runs.filter(queue__in=queues)
-
-
 #: D1's read: the ids, jobs, lease forms, limit keys and queues of up to *scan_max* due runs of
 #: *names* (and *queues*), highest priority first (D7).
 SNAPSHOT = Select(
     lambda runs, s, names, queues, scan_max: (
-        of_jobs(runs.due(s.now), names, queues)
+        runs.due(s.now)
+        .of_jobs(names, queues)
         .unpaused()  # W6: a paused queue's runs are stepped over, as D2's are
         # Whether a lease began, not when: a date the database cannot hand
         # back (R9, §12) must not stop the snapshot of every other run.
@@ -140,8 +132,9 @@ def registered(jobs: Iterable[str] | None) -> list[Job]:
 #: L9's read: runs of *names* leased by a process of this host (*prefix*).
 DEAD_HOLDERS = Select(
     lambda runs, s, names, queues, prefix, scan_max: (
-        of_jobs(runs.leased(s.now), names, queues)
-        .filter(lease_holder__startswith=prefix)
+        runs.leased(s.now)
+        .of_jobs(names, queues)
+        .claimed_on_host(prefix)
         .values_list("id", "lease_owner", "lease_holder")[:scan_max]
     )
 )

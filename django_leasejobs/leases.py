@@ -13,11 +13,10 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .policy import Retry
-from .states import LeaseState, RunStatus
 
 if TYPE_CHECKING:
     from .exceptions import UnreadableRow
@@ -34,7 +33,6 @@ __all__ = [
     "Claimed",
     "Countdown",
     "Lease",
-    "lease_state",
 ]
 
 #: L4: the share of its lease a claim must still have to begin its pass. It is
@@ -158,26 +156,3 @@ class Lease:
     def evolve(self, **changes: Any) -> Lease:
         """A copy with *changes*: the lease as BEGIN made it (``strict``), or a test's."""
         return replace(self, **changes)
-
-
-def lease_state(run: Run, now: datetime) -> LeaseState:
-    """Where *run*'s lease stands at *now*, the database's time (L1; A8, C5).
-
-    What the admin and ``leasejobs_status`` show, judged by the clock the
-    store decides by, never the web server's. A begun lease is held until
-    its expiry, then expired (L3). A run whose last claim its job's limit
-    refused reads as waiting for that limit (``throttled_by`` says which)
-    even while a drive holds a new claim on it: that claim only asks the
-    limit again, and is let go unbegun when it is still reached (C2, C3).
-    """
-    if run.status != RunStatus.RUNNING:
-        return LeaseState.FREE
-    expiry = run.next_attempt_at
-    expired = expiry is None or expiry <= now
-    if run.lease_owner and run.lease_began_at is not None:
-        return LeaseState.EXPIRED if expired else LeaseState.LEASED
-    if run.throttled_by:
-        return LeaseState.THROTTLED
-    if run.lease_owner:
-        return LeaseState.EXPIRED if expired else LeaseState.CLAIMED
-    return LeaseState.FREE

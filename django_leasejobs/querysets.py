@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from django.apps import apps
 from django.db import models
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Count, Exists, OuterRef, Q
 from django.db.models.expressions import Combinable
 
 from .states import LIVE_STATUSES, RunStatus
@@ -51,6 +51,26 @@ class RunQuerySet(models.QuerySet["Run"]):
 
     def held(self) -> RunQuerySet:
         return self.filter(status=RunStatus.HELD)
+
+    def running(self) -> RunQuerySet:
+        """Runs with passes still to come: due, waiting or leased (the status index)."""
+        return self.filter(status=RunStatus.RUNNING)
+
+    def of_jobs(self, names: tuple[str, ...], queues: tuple[str, ...] | None) -> RunQuerySet:
+        """Runs of the jobs *names* and, when given, of the *queues* only (D2, W4)."""
+        runs = self.filter(job__in=names)
+        return runs if queues is None else runs.filter(queue__in=queues)
+
+    def live_and_stopping(self) -> dict[str, int]:
+        """How many of these runs are live, and how many cancelled with their pass stopping.
+
+        One aggregate: what a delete of key-holding runs says it refused (A7).
+        """
+        cancelled = Q(status=RunStatus.CANCELLED)
+        counts: dict[str, int] = self.aggregate(
+            live=Count("pk", filter=~cancelled), stopping=Count("pk", filter=cancelled)
+        )
+        return counts
 
     def due(self, now: Combinable) -> RunQuerySet:
         """Runs a drive may claim at *now*: highest priority first, then in due order (D1, D7).
@@ -91,6 +111,15 @@ class RunQuerySet(models.QuerySet["Run"]):
         """Waiting runs whose last claim found their job's limit reached (C2, C3, C5)."""
         return self.waiting().exclude(throttled_by="")
 
+    def waiting_for_limit(self) -> RunQuerySet:
+        """Running runs whose last claim found their job's limit reached, claimed again or not.
+
+        What ``leasejobs_status`` counts as waiting for a limit (C5): a drive's
+        new claim on such a run only asks the limit again, so the run reads as
+        throttled until a pass of it begins (``Run.lease_state``).
+        """
+        return self.running().exclude(throttled_by="")
+
     def unpaused(self) -> RunQuerySet:
         """Runs of queues no operator has paused (W6).
 
@@ -104,6 +133,25 @@ class RunQuerySet(models.QuerySet["Run"]):
     def held_by(self, owner: str) -> RunQuerySet:
         """The run *owner* holds, if it still does: the fence of every pass write (L6)."""
         return self.filter(status=RunStatus.RUNNING, lease_owner=owner)
+
+    def lease_of(self, owner: str | None) -> RunQuerySet:
+        """Runs whose lease *owner* holds, whatever their status: a lease as it was read.
+
+        ``None`` matches runs with no lease, as the column read back says.
+        """
+        return self.filter(lease_owner=owner)
+
+    def unleased(self) -> RunQuerySet:
+        """Runs no lease holds, whatever their status."""
+        return self.filter(lease_owner__isnull=True)
+
+    def claimed_by_process(self, holder: str) -> RunQuerySet:
+        """Runs whose last claim was made by the process *holder* (host:pid:start, L9)."""
+        return self.filter(lease_holder=holder)
+
+    def claimed_on_host(self, prefix: str) -> RunQuerySet:
+        """Runs whose last claim was made by a process of the host *prefix* names (L9)."""
+        return self.filter(lease_holder__startswith=prefix)
 
     def held_by_any(self, owners: list[str]) -> RunQuerySet:
         """The runs any of *owners* holds: claims made together, each under its own token."""

@@ -48,7 +48,7 @@ def due_in(
     if not names:
         return None
     waiting = Run.objects.using(router.db_for_read(Run)).waiting().unpaused()
-    waiting = driver.of_jobs(waiting, names, driver.queue_names(queues))
+    waiting = waiting.of_jobs(names, driver.queue_names(queues))
     found = waiting.aggregate(due=Min("next_attempt_at"), now=Max(get_clock().now_expr()))
     if found["due"] is None or found["now"] is None:
         return None

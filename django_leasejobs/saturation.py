@@ -13,6 +13,7 @@ import logging
 import threading
 import time
 
+from .states import Throttle
 from .times import duration
 
 __all__ = ["SATURATED_AFTER", "began", "refused"]
@@ -28,7 +29,7 @@ _lock = threading.Lock()
 _episodes: dict[tuple[str, str], tuple[float, float | None]] = {}
 
 
-def refused(job: str, key: str, which: str) -> None:
+def refused(job: str, key: str, which: Throttle) -> None:
     """A pass of (*job*, *key*) was throttled by its *which* limit."""
     at = time.monotonic()
     with _lock:

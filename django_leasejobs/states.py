@@ -12,9 +12,12 @@ from django.utils.translation import gettext_lazy as _
 
 __all__ = [
     "FAILURE_MEANINGS",
+    "FINISHED_TASK_STATUSES",
     "LIVE_STATUSES",
+    "OUTCOME_LENGTH",
     "STATUS_MEANINGS",
     "UNTIMED_OUTCOMES",
+    "DueReason",
     "FailureCode",
     "LeaseState",
     "MissedAction",
@@ -61,6 +64,16 @@ STATUS_MEANINGS = {
 LIVE_STATUSES = frozenset({RunStatus.RUNNING, RunStatus.HELD})
 
 
+#: The width of a column that records a run's final status (``Schedule.last_outcome``):
+#: the longest status rounded up to a power of two -- 16, the width the column had
+#: before it took the choices, so a longer status up to 16 needs no migration.
+OUTCOME_LENGTH = 1 << (max(len(value) for value in RunStatus.values) - 1).bit_length()
+
+#: The task framework's ``TaskResultStatus`` values of a finished result, the ones
+#: with a ``finished_at`` (§9). Its values, as this module imports no task framework.
+FINISHED_TASK_STATUSES = frozenset({"SUCCESSFUL", "FAILED"})
+
+
 class RunOrigin(models.TextChoices):
     """How a run began (SPEC §2): the hand-run cap (S5) counts ``hand``."""
 
@@ -87,6 +100,26 @@ class LeaseState(models.TextChoices):
     LEASED = "leased", _("Leased: a pass in flight")  # begun, unexpired (L4, L7)
     EXPIRED = "expired", _("Expired")  # its holder stopped renewing: due to be taken (L3)
     THROTTLED = "throttled", _("Waiting for its limit")  # refused by its job's limit (C2, C3)
+
+
+class DueReason(models.TextChoices):
+    """Why a run is (or is not) due when it is: what the admin's "next due" column says (A7)."""
+
+    DUE_NOW = "due_now", _("due now")  # any worker's next drive takes it
+    RUN_AFTER = "run_after", _("first pass not yet due")  # start(run_after=...)
+    RETRY = "retry", _("retry back-off")  # after failed passes (R4)
+    ADMISSION = "admission", _("claim back-off")  # claims that did not begin (L5)
+    RATE = "rate", _("rate limit")  # throttled until the rate allows (C3)
+    CONCURRENCY = "concurrency", _("waiting for a slot")  # throttled (C2)
+    DEFERRED = "deferred", _("deferred")  # its handler raised Defer (R8)
+    LEASED = "leased", _("running now")  # a pass in flight, until the expiry
+    CLAIMED = "claimed", _("claimed, not begun")  # a claim before BEGIN (L4)
+    LEASE_EXPIRED = "lease_expired", _("lease expired")  # due for takeover (L3)
+    QUEUE_PAUSED = "queue_paused", _("queue paused")  # no pass begins (W6)
+    HELD = "held", _("waiting for an operator")  # release: resume or fail (A4)
+    STOPPING = "stopping", _("cancelled, pass stopping")  # keeps its key (§3)
+    NEVER_DUE = "never_due", _("never due")  # running with no due time (§11)
+    NONE = "none", _("not due")  # finished: no pass to come
 
 
 class PassOutcome(models.TextChoices):

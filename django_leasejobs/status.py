@@ -20,7 +20,6 @@ from django.db.models import Q
 from .clock import get_clock
 from .in_flight import InFlight, in_flight_of
 from .known import TASK_JOB, known_as
-from .leases import lease_state
 from .models import PausedQueue, Run, Schedule
 from .querysets import RunQuerySet
 from .reading import Unreadable, read_robustly, stranded
@@ -109,7 +108,7 @@ def run_entry(run: Run, now: datetime) -> dict[str, Any]:
     none. A throttled run holds nothing, whatever claim a drive has on it to
     ask its limit again, so it names no holder (C5).
     """
-    lease = lease_state(run, now)
+    lease = run.lease_state(now)
     leased = lease in (LeaseState.LEASED, LeaseState.CLAIMED, LeaseState.EXPIRED)
     return {
         "id": run.id,
@@ -220,8 +219,8 @@ def limit_entry(spec: Job, now: datetime) -> dict[str, Any]:
     rates = limits.rate_states(spec.name) if limit.rate else {}
     waiting = (
         Run.objects.using(router.db_for_write(Run))
-        .filter(status=RunStatus.RUNNING, job=spec.name)
-        .exclude(throttled_by="")
+        .filter(job=spec.name)
+        .waiting_for_limit()
         .count()
     )
     keys = sorted(set(in_use) | set(rates))

@@ -9,8 +9,11 @@ class as Django's own ``ImmediateBackend``. What a read costs is in
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.test import override_settings
+from django.utils import timezone
 
 from django_leasejobs import cancel, compat
 from django_leasejobs.models import Run
@@ -121,3 +124,21 @@ def test_tasks_outcome_is_what_djangos_immediate_backend_reports(backend, case):
             result.return_value  # noqa: B018
         assert [e.exception_class_path for e in result.errors] == [error_path]
         assert result.errors[0].traceback.startswith("Traceback (most recent call last)")
+
+
+def test_l1_a8_a_task_runs_in_flight_only_while_its_lease_lasts_by_the_database_clock(
+    frozen_clock, monkeypatch
+):
+    """SPEC §9, L1: RUNNING is the run's lease held by the database's clock, read in the same
+    statement as the row. The web server's clock, ten minutes behind, would still call an
+    expired lease held."""
+    db_now = frozen_clock.now()
+    monkeypatch.setattr(timezone, "now", lambda: db_now - timedelta(minutes=10))
+    enqueued = tasks.add.enqueue(1, 1)
+    lease = {"lease_owner": "o", "lease_holder": "w:1:2", "lease_began_at": db_now}
+    Run.objects.filter(pk=enqueued.id).update(
+        next_attempt_at=db_now + timedelta(minutes=1), **lease
+    )
+    assert tasks.add.get_result(enqueued.id).status == Status.RUNNING
+    Run.objects.filter(pk=enqueued.id).update(next_attempt_at=db_now - timedelta(minutes=1))
+    assert tasks.add.get_result(enqueued.id).status == Status.READY

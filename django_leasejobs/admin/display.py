@@ -22,7 +22,6 @@ from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 
 from django_leasejobs.codec import MAX_DEPTH, Decoded
-from django_leasejobs.leases import lease_state
 from django_leasejobs.models import Run
 from django_leasejobs.states import LeaseState, RunStatus, ScheduleState, Throttle
 from django_leasejobs.times import duration, moment, relative
@@ -242,7 +241,7 @@ def lease_text(run: Run, now: datetime) -> str:
     """
     if unreadable(run) is not None:
         return "—"
-    state = lease_state(run, now)
+    state = run.lease_state(now)
     if state == LeaseState.THROTTLED:
         which = Throttle(run.throttled_by).label.lower() if run.throttled_by in Throttle else "?"
         return _("none: waiting for its %(which)s limit") % {"which": which}

@@ -6,7 +6,7 @@ its rate limit and one a worker holds right now all read the same. The
 reason is worked out from the row's own columns, which the list has already
 read, so the column costs no statement per row:
 
-* its lease, as :func:`~django_leasejobs.leases.lease_state` judges it on
+* its lease, as :meth:`Run.lease_state() <django_leasejobs.models.Run.lease_state>` judges it on
   the database's clock (L1): a pass in flight, a claim not yet begun, a
   lease that ran out (due for takeover), or -- ``throttled_by`` -- the limit
   its last claim found reached (C2, C3), which it reads as even while a
@@ -23,15 +23,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import models
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy, ngettext
+from django.utils.translation import ngettext
 
-from django_leasejobs.leases import lease_state
 from django_leasejobs.models import PausedQueue, Run
-from django_leasejobs.states import LeaseState, RunStatus, Throttle
+from django_leasejobs.states import DueReason, LeaseState, RunStatus, Throttle
 from django_leasejobs.times import duration
 
 from .display import holder_text, unreadable
@@ -39,26 +37,6 @@ from .held import in_flight_line
 from .times import db_now, time_tag, until_tag
 
 __all__ = ["DueReason", "NextDue", "next_due", "next_due_html", "queue_paused"]
-
-
-class DueReason(models.TextChoices):
-    """Why a run is (or is not) due when it is: what the "next due" column says."""
-
-    DUE_NOW = "due_now", gettext_lazy("due now")  # any worker's next drive takes it
-    RUN_AFTER = "run_after", gettext_lazy("first pass not yet due")  # start(run_after=...)
-    RETRY = "retry", gettext_lazy("retry back-off")  # after failed passes (R4)
-    ADMISSION = "admission", gettext_lazy("claim back-off")  # claims that did not begin (L5)
-    RATE = "rate", gettext_lazy("rate limit")  # throttled until the rate allows (C3)
-    CONCURRENCY = "concurrency", gettext_lazy("waiting for a slot")  # throttled (C2)
-    DEFERRED = "deferred", gettext_lazy("deferred")  # its handler raised Defer (R8)
-    LEASED = "leased", gettext_lazy("running now")  # a pass in flight, until the expiry
-    CLAIMED = "claimed", gettext_lazy("claimed, not begun")  # a claim before BEGIN (L4)
-    LEASE_EXPIRED = "lease_expired", gettext_lazy("lease expired")  # due for takeover (L3)
-    QUEUE_PAUSED = "queue_paused", gettext_lazy("queue paused")  # no pass begins (W6)
-    HELD = "held", gettext_lazy("waiting for an operator")  # release: resume or fail (A4)
-    STOPPING = "stopping", gettext_lazy("cancelled, pass stopping")  # keeps its key (§3)
-    NEVER_DUE = "never_due", gettext_lazy("never due")  # running with no due time (§11)
-    NONE = "none", gettext_lazy("not due")  # finished: no pass to come
 
 
 @dataclass(frozen=True)
@@ -89,7 +67,7 @@ def next_due(run: Run, now: datetime, *, paused: bool = False) -> NextDue:
         return NextDue(DueReason.NONE)
     if at is None:
         return NextDue(DueReason.NEVER_DUE)
-    lease = lease_state(run, now)
+    lease = run.lease_state(now)
     if lease in _LEASED:
         return NextDue(_LEASED[lease], at)
     if paused:

@@ -12,13 +12,13 @@ decides nothing.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.contrib import admin, messages
 from django.contrib.admin.actions import delete_selected as confirm_delete_selected
 from django.contrib.admin.utils import model_ngettext, quote, unquote
 from django.db import router, transaction
-from django.db.models import Count, Q, QuerySet
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 from django.utils.decorators import method_decorator
@@ -28,6 +28,7 @@ from django.utils.translation import ngettext, ngettext_lazy
 from django.views.decorators.csrf import csrf_protect
 
 from django_leasejobs.models import Run
+from django_leasejobs.querysets import RunQuerySet
 from django_leasejobs.states import RunStatus
 from django_leasejobs.store.deletes import delete_finished, free_of_key, holding_key
 
@@ -137,10 +138,7 @@ class RunDeletes(RunModelAdmin):
         return None  # back to the list, as Django's action goes
 
     def _report_live(self, request: HttpRequest, keyed: QuerySet[Run]) -> None:
-        cancelled = Q(status=RunStatus.CANCELLED)
-        found = keyed.aggregate(
-            live=Count("pk", filter=~cancelled), stopping=Count("pk", filter=cancelled)
-        )
+        found = cast(RunQuerySet, keyed).live_and_stopping()
         for n, message in ((found["live"], _LIVE), (found["stopping"], _STOPPING)):
             if n:
                 self.message_user(request, message % {"n": n}, messages.WARNING)

@@ -22,7 +22,6 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.admin.utils import quote, unquote
 from django.core.exceptions import PermissionDenied
-from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
@@ -113,17 +112,12 @@ PAGE_ACTIONS = {
     )
 }
 
-#: A row the cancel accepts (§3, §11): live, or holding its key while not already cancelled.
-CANCELLABLE = (Q(status__in=LIVE_STATUSES) | Q(live_key__isnull=False)) & ~Q(
-    status=RunStatus.CANCELLED
-)
-
 
 def valid_actions(run: Run) -> list[str]:
     """The verbs of :data:`PAGE_ACTIONS` valid for *run* as read, in the buttons' order."""
     if unreadable(run) is not None:
         # Nothing but its key matters to a cancel, and the database tests that column itself.
-        return ["cancel"] if Run.objects.filter(CANCELLABLE, pk=run.pk).exists() else []
+        return ["cancel"] if Run.objects.cancellable().filter(pk=run.pk).exists() else []
     verbs = []
     if run.status in LIVE_STATUSES or (
         run.live_key is not None and run.status != RunStatus.CANCELLED

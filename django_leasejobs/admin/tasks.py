@@ -26,7 +26,6 @@ from django_leasejobs import compat
 from django_leasejobs.codec import Decoded
 from django_leasejobs.errors import READ_ERRORS, unreadable_reason
 from django_leasejobs.exceptions import TaskGone
-from django_leasejobs.leases import lease_state
 from django_leasejobs.models import Run, TaskAttempt
 from django_leasejobs.states import LeaseState, RunStatus
 from django_leasejobs.tasks.envelope import Envelope
@@ -176,7 +175,7 @@ def _in_flight(run: Run, view: TaskView) -> bool:
     held by the database's clock (L1, A8)."""
     if view.result is not None:
         return bool(view.result.status == compat.TaskResultStatus.RUNNING)
-    return lease_state(run, db_now(run)) == LeaseState.LEASED
+    return run.lease_state(db_now(run)) == LeaseState.LEASED
 
 
 def _error_cells(attempt: TaskAttempt, error: Any, note: Any) -> tuple[Any, Any]:

@@ -71,17 +71,11 @@ def queues(now: datetime | None = None) -> list[QueueFigures]:
     one of the paused queues.
     """
     now = now or get_clock().now(router.db_for_read(Run))
-    live = dict(
-        runs()
-        .filter(status=RunStatus.RUNNING)
-        .values_list("queue")
-        .annotate(n=Count("id"))
-        .order_by()
-    )
+    live = dict(runs().running().values_list("queue").annotate(n=Count("id")).order_by())
     due = {
         queue: (n, oldest)
         for queue, n, oldest in runs()
-        .filter(status=RunStatus.RUNNING, next_attempt_at__lte=now)
+        .due(now)
         .values_list("queue")
         .annotate(n=Count("id"), oldest=Min("next_attempt_at"))
         .order_by()
@@ -101,13 +95,7 @@ def attention(now: datetime | None = None) -> Attention:
     """Held, stalled and throttled runs and overdue schedules, now (O2, O4)."""
     using = router.db_for_read(Run)
     now = now or get_clock().now(using)
-    live = dict(
-        runs()
-        .filter(status__in=(RunStatus.RUNNING, RunStatus.HELD))
-        .values_list("status")
-        .annotate(n=Count("id"))
-        .order_by()
-    )
+    live = dict(runs().live().values_list("status").annotate(n=Count("id")).order_by())
     throttled = runs().throttled().count()
     overdue = (
         Schedule.objects.using(using).filter(enabled=True, overdue_since__isnull=False).count()
@@ -145,7 +133,7 @@ def _stalled(now: datetime) -> int:
     past = Q(started_at__lt=now - conf.STALL_AFTER) & ~Q(job__in=named)
     for after, names in own.items():
         past |= Q(job__in=names, started_at__lt=now - after)
-    old = runs().filter(past, status=RunStatus.RUNNING).values("pk")[:STALLED_SCAN_MAX]
+    old = runs().filter(past).running().values("pk")[:STALLED_SCAN_MAX]
     stalled: int = old.count()
     return stalled
 

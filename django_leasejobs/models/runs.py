@@ -6,6 +6,7 @@ classes describe the tables and decode what they hold.
 
 from __future__ import annotations
 
+from datetime import datetime
 from functools import cache
 from typing import Any, ClassVar
 
@@ -20,7 +21,14 @@ from django_leasejobs.known import JOB_NAME_LENGTH
 from django_leasejobs.limits import KEY_LENGTH as LIMIT_KEY_LENGTH
 from django_leasejobs.querysets import RunQuerySet
 from django_leasejobs.routing import DEFAULT_QUEUE, PRIORITY_MAX, PRIORITY_MIN, QUEUE_LENGTH
-from django_leasejobs.states import FailureCode, RunOrigin, RunStatus, Throttle
+from django_leasejobs.states import (
+    LIVE_STATUSES,
+    FailureCode,
+    LeaseState,
+    RunOrigin,
+    RunStatus,
+    Throttle,
+)
 
 __all__ = ["INSTANCE_LENGTH", "JOB_NAME_LENGTH", "STEP_NAME_LENGTH", "Run", "Step"]
 
@@ -203,7 +211,31 @@ class Run(models.Model):
 
     @property
     def is_live(self) -> bool:
-        return self.status in (RunStatus.RUNNING, RunStatus.HELD)
+        return self.status in LIVE_STATUSES
+
+    def lease_state(self, now: datetime) -> LeaseState:
+        """Where this run's lease stands at *now*, the database's time (L1; A8, C5).
+
+        The one judgement of a run's lease that the admin, ``leasejobs_status``
+        and the task results show: *now* is read from the database's clock
+        (``get_clock().now(using)``) once per page or command and passed in,
+        never the web server's. A begun lease is held until its expiry, then
+        expired (L3). A run whose last claim its job's limit refused reads as
+        waiting for that limit (``throttled_by`` says which) even while a drive
+        holds a new claim on it: that claim only asks the limit again, and is
+        let go unbegun when it is still reached (C2, C3).
+        """
+        if self.status != RunStatus.RUNNING:
+            return LeaseState.FREE
+        expiry = self.next_attempt_at
+        expired = expiry is None or expiry <= now
+        if self.lease_owner and self.lease_began_at is not None:
+            return LeaseState.EXPIRED if expired else LeaseState.LEASED
+        if self.throttled_by:
+            return LeaseState.THROTTLED
+        if self.lease_owner:
+            return LeaseState.EXPIRED if expired else LeaseState.CLAIMED
+        return LeaseState.FREE
 
     def as_written(self, **values: Any) -> Run:
         """This run as a write just left it, for the signal that reports the write.

@@ -11,7 +11,7 @@ from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 from django_leasejobs.fields import KeyField
-from django_leasejobs.states import MissedAction, MissedCause, MissedRule, RunStatus
+from django_leasejobs.states import OUTCOME_LENGTH, MissedAction, MissedCause, MissedRule, RunStatus
 
 from .runs import JOB_NAME_LENGTH, Run
 
@@ -64,10 +64,13 @@ class Schedule(models.Model):
     seen_at = models.DateTimeField(_("seen at"), null=True, blank=True)
     last_run = _run_link(_("last run"), related_name="+")
     last_run_at = models.DateTimeField(_("last run at"), null=True, blank=True)
-    # The last scheduled run's final status, done or failed (S6). Its 16 predate
-    # the choices; narrowing it to the longest status would rewrite the column.
+    # The last scheduled run's final status, done or failed (S6).
     last_outcome = models.CharField(
-        _("last outcome"), max_length=16, choices=RunStatus.choices, blank=True, default=""
+        _("last outcome"),
+        max_length=OUTCOME_LENGTH,
+        choices=RunStatus.choices,
+        blank=True,
+        default="",
     )
     last_success_at = models.DateTimeField(_("last success at"), null=True, blank=True)
     overdue_since = models.DateTimeField(

@@ -100,7 +100,7 @@ def release_expired_cancels(limit: int) -> int:
     for run_id, owner in expired.values_list("pk", "lease_owner")[:limit]:
         with transaction.atomic(using=alias()):
             # Only as it was read: still expired, still the lease of the pass that died.
-            if expired.filter(pk=run_id, lease_owner=owner).update(**_STOPPED):
+            if expired.lease_of(owner).filter(pk=run_id).update(**_STOPPED):
                 freed += 1
                 _follow(run_id)
     return freed

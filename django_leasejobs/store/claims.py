@@ -243,7 +243,7 @@ def miss(run_id: str, owner: str, note: str) -> AdmissionMiss | None:
         # but next_attempt_at still holds its expiry, so nobody can claim it.
         row = runs().filter(pk=run_id)
         misses: int = row.values_list("admission_misses", flat=True).get() or 1
-        unleased = row.filter(lease_owner__isnull=True, admission_misses=misses)
+        unleased = row.filter(admission_misses=misses).unleased()
         if ADMISSION.exhausted(misses):
             unleased.update(
                 failure_code=FailureCode.LEASE_TOO_SHORT,
@@ -266,7 +266,7 @@ def release_dead_holder(run_id: str, owner: str, holder: str) -> bool:
     at = now()
     return bool(
         held(run_id, owner)
-        .filter(lease_holder=holder)
+        .claimed_by_process(holder)
         .lease_ends_after(at)
         .update(next_attempt_at=at, updated_at=at)
     )

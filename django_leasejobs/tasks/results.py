@@ -19,12 +19,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from django.db.models import BooleanField, ExpressionWrapper, Q
-
 from django_leasejobs import compat, exceptions
+from django_leasejobs.clock import now_column, read_now
 from django_leasejobs.models import Run, TaskAttempt
-from django_leasejobs.states import FailureCode, RunStatus
-from django_leasejobs.store.base import alias, now, runs
+from django_leasejobs.states import FINISHED_TASK_STATUSES, FailureCode, LeaseState, RunStatus
+from django_leasejobs.store.base import alias, runs
 
 from . import scheduled
 from .envelope import Envelope
@@ -46,7 +45,7 @@ _BY_CODE: dict[str, type[BaseException]] = {
 }
 
 
-#: The columns one read takes: the run's, whether its pass is in flight, then one
+#: The columns one read takes: the run's, the database's "now", then one
 #: attempt's -- a row per attempt, or one row of NULLs for a run with none.
 _RUN_FIELDS = tuple(field.attname for field in Run._meta.concrete_fields)
 _ATTEMPT_FIELDS = tuple(field.attname for field in TaskAttempt._meta.concrete_fields)
@@ -66,16 +65,15 @@ def read_result(run_id: str, *, status: Any = None) -> compat.AnyTaskResult:
     Raises ``Run.DoesNotExist`` for no such task run, ``ValueError`` for a
     payload that holds no task call, ``TaskGone`` for a task that no longer imports.
     """
-    in_flight = Q(
-        lease_began_at__isnull=False, lease_owner__isnull=False, next_attempt_at__gt=now()
-    )
     joined = [f"task_attempts__{name}" for name in _ATTEMPT_FIELDS]
     rows = list(
         runs()
         .filter(pk=run_id, job__in=[TASK_JOB, *scheduled.names()])
-        .annotate(leasejobs_in_flight=ExpressionWrapper(in_flight, output_field=BooleanField()))
+        # The database's "now" comes back with the row, so the lease is judged on
+        # its clock (L1) by Run.lease_state(), at no statement of its own.
+        .annotate(leasejobs_now=now_column())
         .order_by("task_attempts__pk")
-        .values_list(*_RUN_FIELDS, "leasejobs_in_flight", *joined)
+        .values_list(*_RUN_FIELDS, "leasejobs_now", *joined)
     )
     if not rows:
         raise Run.DoesNotExist(f"No task run {run_id!r}.")
@@ -92,7 +90,7 @@ def read_result(run_id: str, *, status: Any = None) -> compat.AnyTaskResult:
         attempts,
         envelope=envelope,
         task=envelope.bound(run),
-        in_flight=bool(rows[0][width]),
+        in_flight=run.lease_state(read_now(rows[0][width])) == LeaseState.LEASED,
         status=status,
     )
 
@@ -133,7 +131,7 @@ def task_result(
         enqueued_at=run.started_at,
         started_at=attempts[0].began_at if attempts else None,
         last_attempted_at=attempts[-1].began_at if attempts else None,
-        finished_at=run.ended_at if status in _FINISHED else None,
+        finished_at=run.ended_at if status in FINISHED_TASK_STATUSES else None,
         args=envelope.args,
         kwargs=envelope.kwargs,
         backend=envelope.backend,
@@ -152,9 +150,6 @@ def _status(run: Run, in_flight: bool) -> Any:
     if run.status in (RunStatus.FAILED, RunStatus.CANCELLED):
         return statuses.FAILED
     return statuses.RUNNING if in_flight else statuses.READY
-
-
-_FINISHED = {"SUCCESSFUL", "FAILED"}
 
 
 def attempt_errors(run: Run, attempts: Sequence[TaskAttempt], *, current: bool) -> list[Any]:
