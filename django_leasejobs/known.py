@@ -16,9 +16,7 @@ place shows a long task path alike.
 
 from __future__ import annotations
 
-from .registry import registry
-
-__all__ = ["JOB_NAME_LENGTH", "TASK_JOB", "known_as", "lookups_for"]
+__all__ = ["JOB_NAME_LENGTH", "TASK_JOB", "known_as"]
 
 #: The most characters of a job's name: the ``job`` column of runs, schedules and statistics.
 JOB_NAME_LENGTH = 100
@@ -35,17 +33,3 @@ def known_as(job: str, instance: str | None) -> str:
     """
     name = instance if job == TASK_JOB and instance else job
     return name[:JOB_NAME_LENGTH]
-
-
-def lookups_for(name: str) -> list[dict[str, str]]:
-    """The runs a name from :func:`known_as` may stand for, as filters to try in turn.
-
-    A job registered here is known by its own name alone. Any other name is
-    a job retired since its statistics were written or, where the tasks
-    backend is installed, a task's path (the runs of :data:`TASK_JOB` whose
-    ``instance`` it is): nothing written says which, so the job's runs are
-    looked for first, each along its own index.
-    """
-    if name in registry or TASK_JOB not in registry:
-        return [{"job": name}]
-    return [{"job": name}, {"job": TASK_JOB, "instance": name}]

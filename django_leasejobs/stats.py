@@ -25,7 +25,6 @@ them, whichever thread ran them (W5).
 
 from __future__ import annotations
 
-import bisect
 import logging
 import math
 import threading
@@ -39,7 +38,7 @@ from .clock import get_clock
 from .conf import conf
 from .contained import contained
 from .errors import describe
-from .models.observability import BUCKETS, PassStat
+from .models.observability import PassStat, Tally
 from .store.stats import Row, add_stats
 
 __all__ = [
@@ -65,32 +64,6 @@ observers: list[Callable[[str, str, str, float], None]] = []
 #: Called, with no arguments, each time a drive finds a claim went to another
 #: worker process (``DueCursor.lost()``): the ``leasejobs_claims_lost_total`` counter (O2).
 lost_observers: list[Callable[[], None]] = []
-
-
-class Tally:
-    """The passes of one key counted since the last flush."""
-
-    __slots__ = ("buckets", "count", "longest", "total")
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.total = 0.0
-        self.longest = 0.0
-        self.buckets = [0] * len(BUCKETS)
-
-    def add(self, seconds: float, count: int = 1) -> None:
-        self.count += count
-        self.total += seconds
-        self.longest = max(self.longest, seconds)
-        index = bisect.bisect_left(BUCKETS, seconds)
-        if index < len(BUCKETS):
-            self.buckets[index] += count
-
-    def merge(self, other: Tally) -> None:
-        self.count += other.count
-        self.total += other.total
-        self.longest = max(self.longest, other.longest)
-        self.buckets = [a + b for a, b in zip(self.buckets, other.buckets, strict=True)]
 
 
 class Aggregate:

@@ -15,7 +15,8 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from django_leasejobs import PassOutcome, RunStatus
-from django_leasejobs.known import JOB_NAME_LENGTH, known_as, lookups_for
+from django_leasejobs.figures.failures import lookups_for
+from django_leasejobs.known import JOB_NAME_LENGTH, known_as
 from django_leasejobs.metrics import WorkerMetrics
 from django_leasejobs.models import PassStat, Run
 from django_leasejobs.stats import aggregate

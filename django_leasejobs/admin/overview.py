@@ -43,7 +43,7 @@ from django_leasejobs import figures
 from django_leasejobs.clock import get_clock
 from django_leasejobs.conf import conf
 from django_leasejobs.errors import READ_ERRORS, unreadable_reason
-from django_leasejobs.known import lookups_for
+from django_leasejobs.figures.failures import lookups_for
 from django_leasejobs.models import Run
 from django_leasejobs.registry import registry
 from django_leasejobs.times import duration, moment, zone_name

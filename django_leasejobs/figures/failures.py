@@ -7,12 +7,13 @@ from typing import Any
 
 from django.db.models.functions import Left
 
-from django_leasejobs.known import lookups_for
+from django_leasejobs.known import TASK_JOB
+from django_leasejobs.registry import registry
 from django_leasejobs.states import RunStatus
 
 from .now import runs
 
-__all__ = ["ERROR_READ", "FAILURE_SCAN", "Failure", "last_failure"]
+__all__ = ["ERROR_READ", "FAILURE_SCAN", "Failure", "last_failure", "lookups_for"]
 
 #: How many of a job's newest runs are read for its last failure (O4): a bounded read.
 FAILURE_SCAN = 200
@@ -44,7 +45,7 @@ def last_failure(job: str, scan: int = FAILURE_SCAN) -> Failure | None:
     *job* is the name the runs are known by (§9): a name no job registered
     here has may be a task's path, whose runs are read the same way along the
     ``(instance, id)`` index when no run of a job so named is found
-    (:func:`~django_leasejobs.known.lookups_for`).
+    (:func:`lookups_for`).
     """
     for lookup in lookups_for(job):
         newest = list(
@@ -56,6 +57,20 @@ def last_failure(job: str, scan: int = FAILURE_SCAN) -> Failure | None:
         if newest:
             return _failing(newest)
     return None
+
+
+def lookups_for(name: str) -> list[dict[str, str]]:
+    """The runs a :func:`~django_leasejobs.known.known_as` name may stand for: filters, in turn.
+
+    A job registered here is known by its own name alone. Any other name is
+    a job retired since its statistics were written or, where the tasks
+    backend is installed, a task's path (the runs of :data:`TASK_JOB` whose
+    ``instance`` it is): nothing written says which, so the job's runs are
+    looked for first, each along its own index.
+    """
+    if name in registry or TASK_JOB not in registry:
+        return [{"job": name}]
+    return [{"job": name}, {"job": TASK_JOB, "instance": name}]
 
 
 def _failing(newest: list[tuple[Any, ...]]) -> Failure | None:

@@ -12,6 +12,8 @@ worker begins a pass of that queue's runs.
 
 from __future__ import annotations
 
+import bisect
+
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
@@ -22,7 +24,7 @@ from django_leasejobs.states import PassOutcome
 from .runs import JOB_NAME_LENGTH
 from .schedules import ACTOR_LENGTH, NOTE_LENGTH
 
-__all__ = ["BUCKETS", "BUCKET_FIELDS", "PassStat", "PassStatHalfHour", "PausedQueue"]
+__all__ = ["BUCKETS", "BUCKET_FIELDS", "PassStat", "PassStatHalfHour", "PausedQueue", "Tally"]
 
 #: O1's duration histogram: the upper bound of each bucket, in seconds (a pass of
 #: exactly a bound counts in that bucket, as Prometheus's ``le`` does). A pass
@@ -31,6 +33,37 @@ BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 
 #: The column of each bucket: the passes that took more than the bound before it,
 #: up to its own (not cumulative, so that a flush adds to each by increment).
 BUCKET_FIELDS = tuple(f"le_{index:02}" for index in range(len(BUCKETS)))
+
+
+class Tally:
+    """The passes of one key counted in memory: a :class:`PassFigures` row's figures, to add.
+
+    Here, beside the buckets it counts in, so that both the counting
+    (:mod:`django_leasejobs.stats`) and the flush (:mod:`django_leasejobs.store.stats`)
+    import it from below.
+    """
+
+    __slots__ = ("buckets", "count", "longest", "total")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.total = 0.0
+        self.longest = 0.0
+        self.buckets = [0] * len(BUCKETS)
+
+    def add(self, seconds: float, count: int = 1) -> None:
+        self.count += count
+        self.total += seconds
+        self.longest = max(self.longest, seconds)
+        index = bisect.bisect_left(BUCKETS, seconds)
+        if index < len(BUCKETS):
+            self.buckets[index] += count
+
+    def merge(self, other: Tally) -> None:
+        self.count += other.count
+        self.total += other.total
+        self.longest = max(self.longest, other.longest)
+        self.buckets = [a + b for a, b in zip(self.buckets, other.buckets, strict=True)]
 
 
 class PassFigures(models.Model):

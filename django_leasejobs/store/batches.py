@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db import connections
 
@@ -27,6 +27,7 @@ from .base import alias, conflicts_retried, runs
 from .starts import (
     START_ROUNDS,
     Row,
+    Startable,
     StartResult,
     check_key,
     check_run_after,
@@ -35,9 +36,6 @@ from .starts import (
     limit_key_of,
     routed,
 )
-
-if TYPE_CHECKING:
-    from django_leasejobs.registry import Job
 
 __all__ = ["CHUNK_MAX", "start_many"]
 
@@ -49,7 +47,7 @@ CHUNK_MAX = 10_000
 
 @conflicts_retried
 def start_many(
-    spec: Job, items: Iterable[tuple[str, Any]], *, run_after: datetime | None = None
+    spec: Startable, items: Iterable[tuple[str, Any]], *, run_after: datetime | None = None
 ) -> list[StartResult]:
     """Start or join one run of *spec* per ``(instance, payload)`` item (``start_many()``).
 
@@ -85,7 +83,9 @@ def start_many(
     return results
 
 
-def _start_chunk(spec: Job, chunk: list[Row], run_after: datetime | None) -> dict[str, StartResult]:
+def _start_chunk(
+    spec: Startable, chunk: list[Row], run_after: datetime | None
+) -> dict[str, StartResult]:
     """Insert the chunk; join the live runs of the keys it found taken. By instance."""
     found: dict[str, StartResult] = {}
     route = routed(spec, None, None)  # the job's own

@@ -36,18 +36,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db import connections, router, transaction
 
 from django_leasejobs.models import PassStat, PassStatHalfHour
-from django_leasejobs.models.observability import BUCKET_FIELDS, PassFigures
+from django_leasejobs.models.observability import BUCKET_FIELDS, PassFigures, Tally
 
 from .base import conflicts_retried
 from .lock_waits import LOCK_TIMEOUT
-
-if TYPE_CHECKING:
-    from django_leasejobs.stats import Tally
 
 __all__ = ["HALF_HOUR", "Row", "add_stats", "half_hour_of"]
 
@@ -104,8 +101,6 @@ def _half_hours(rows: list[Row]) -> list[Row]:
 
     New tallies: the minutes' own are written as they are.
     """
-    from django_leasejobs.stats import Tally  # here: stats imports this module
-
     halves: dict[tuple[datetime, str, str, str], Tally] = {}
     for minute, job, queue, outcome, tally in rows:
         halves.setdefault((half_hour_of(minute), job, queue, outcome), Tally()).merge(tally)
