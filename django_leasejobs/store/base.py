@@ -1,5 +1,5 @@
 """What every store verb shares: the database, its clock, the fence, the finished
-values, the one way a run row is created, and retrying a lost race."""
+and released values, the one way a run row is created, and retrying a lost race."""
 
 from __future__ import annotations
 
@@ -21,8 +21,11 @@ from django_leasejobs.models import Run
 from django_leasejobs.querysets import RunQuerySet, live_key
 from django_leasejobs.states import RunOrigin, RunStatus
 
+from .sql import KEY
+
 __all__ = [
     "CHANNEL",
+    "HELD_SLOTS",
     "alias",
     "conflicts_retried",
     "create",
@@ -32,6 +35,7 @@ __all__ = [
     "notifies",
     "notify",
     "now",
+    "released",
     "runs",
 ]
 
@@ -62,6 +66,10 @@ def held(run_id: str, owner: str, among: RunQuerySet | None = None) -> RunQueryS
     return (runs() if among is None else among).held_by(owner).filter(pk=run_id)
 
 
+#: The slots of :func:`held`'s fence in a compiled statement (:class:`~.sql.Statement`).
+HELD_SLOTS = {"run_id": KEY, "owner": KEY}
+
+
 def now() -> Combinable:
     """ "Now" as the database evaluates it in the statement that carries it (L1)."""
     return get_clock().now_expr()
@@ -86,6 +94,11 @@ def notify(using: str) -> None:
 def finished(status: RunStatus, at: Any) -> dict[str, Any]:
     """The values that end a run: its status, ``ended_at``, and its key let go (R1, R3, R4)."""
     return {"status": status, "next_attempt_at": None, "ended_at": at, "live_key": None}
+
+
+def released(at: Any) -> dict[str, Any]:
+    """L8: an outcome lets go of the lease (and ``next_attempt_at`` says when next)."""
+    return {"lease_owner": None, "lease_began_at": None, "updated_at": at}
 
 
 def create(
