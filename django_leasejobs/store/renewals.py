@@ -1,10 +1,11 @@
 """A begun pass's lease renewals, each fenced on its owner token (SPEC L7, R5).
 
-While a pass runs, its lease is renewed -- alone (``check()``) or carrying
-the record of a step it just ran, so the ledger and the lease move together.
+While a pass runs, its lease is renewed -- alone (the heartbeat,
+``check()``, a begin that found too little lease left) or carrying the
+record of a step it just ran, so the ledger and the lease move together.
 Each returns ``False``, writing nothing, when *owner* no longer holds the
 run: the lease expired and another worker took it over, or an operator
-cancelled it. The caller then stops the pass (``LeaseLost``).
+cancelled it. The caller then stops the pass: it holds the run no more.
 
 Apart from the outcomes (:mod:`.commits`, :mod:`.setbacks`) because a
 renewal ends nothing: the pass goes on. Each is a :class:`~.sql.Statement`
