@@ -7,18 +7,9 @@ notification of new work arrives (W2, PostgreSQL) or ``interval`` seconds
 pass. The connection is kept for the passes of a drive and closed/reopened
 only between drives, as ``CONN_MAX_AGE`` says (``close_old_connections``).
 
-Stopping: the first SIGTERM or SIGINT lets the pass in flight finish, then the
-loop ends. With a ``stop_timeout``, a pass still running that long after the
-signal is released at its next step boundary (no attempt charged, due again
-at once). A second signal exits at once; the lease it held simply expires.
-Nothing the worker does not hold is ever released.
-
-A pass whose handler never returns (F13) does not keep a stopping worker
-alive: :data:`~.pool.HUNG_GRACE` after ``stop_timeout`` the passes still in
-flight are abandoned (their leases expire, the runs are taken over) and the
-loop ends; should the loop's own thread be the one stuck in a handler
-(``--concurrency 1``), a watchdog flushes the statistics and exits the
-process :data:`EXIT_GRACE` after that.
+Stopping -- a signal, ``stop_timeout``, a handler that never returns (F13) --
+is :mod:`.shutdown`'s: the loop asks it whether to go on, and whether the
+passes in flight are past their time.
 
 When the database refuses connections (F10: ``max_connections`` reached),
 a drive that cannot run, or that lost a pass's connection, is followed by a
@@ -31,10 +22,8 @@ meanwhile the idle pass threads give their connections back
 from __future__ import annotations
 
 import logging
-import os
 import random
 import signal
-import threading
 import time
 from collections.abc import Callable, Iterable
 from types import FrameType
@@ -48,6 +37,7 @@ from .errors import describe, one_line
 from .listener import Listener
 from .pool import HUNG_GRACE
 from .resting import due_in
+from .shutdown import Shutdown, handle_signals
 from .stats import aggregate
 from .times import duration
 
@@ -55,16 +45,12 @@ __all__ = ["Worker"]
 
 logger = logging.getLogger("django_leasejobs")
 
-_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 #: How long a worker whose LISTEN could not be opened again polls before trying it again.
 LISTEN_RETRY = 60.0
 #: A rest that ends for a statistics flush (O1) ends this much after it is due.
 FLUSH_SLACK = 0.01
 #: The first rest after a drive that could not run (F10); it doubles up to ``interval``.
 RETRY_FIRST = 0.25
-#: How long after ``stop_timeout`` (and the pool's :data:`HUNG_GRACE`) a worker whose
-#: own thread is stuck in a handler is ended by its watchdog (F13).
-EXIT_GRACE = 5.0
 
 
 class Worker:
@@ -92,8 +78,7 @@ class Worker:
         self.queues = list(queues) if queues is not None else None
         self.on_report = on_report
         self.stop_timeout = stop_timeout
-        self._stop_asked_at: float | None = None
-        self._stopping = threading.Event()
+        self._shutdown = Shutdown(stop_timeout)
         self._outage: str | None = None
         #: Drives in a row that could not run or lost a connection: the back-off (F10).
         self._failures = 0
@@ -102,59 +87,11 @@ class Worker:
 
     def stop(self, signum: int | None = None, frame: FrameType | None = None) -> None:
         """Ask the loop to stop after the pass in flight; a second signal exits at once."""
-        if self._stopping.is_set() and signum is not None:
-            logger.warning("Second signal %s: exiting now; held leases will expire", signum)
-            os._exit(128 + signum)
-        # Marked before the log line: a second signal can arrive while the first is
-        # being logged, and its handler, run inside this one, must see the first.
-        self._stop_asked_at = time.monotonic()
-        self._stopping.set()
-        if signum is not None:
-            logger.info("Worker stopping after the pass in flight (signal %s)", signum)
-            if self.stop_timeout is not None:
-                self._watch(signum)
-
-    def _watch(self, signum: int) -> None:
-        """End the process if it has not ended well past ``stop_timeout`` (F13).
-
-        The loop's own thread may be the one stuck in a handler that never
-        returns: nothing else would ever end the process.
-        """
-        assert self.stop_timeout is not None
-        seconds = self.stop_timeout + HUNG_GRACE + EXIT_GRACE
-
-        def end() -> None:
-            logger.error(
-                "Worker still running %s after the stop was asked: a handler does not return; "
-                "exiting, its lease will expire",
-                duration(seconds),
-            )
-            aggregate.flush(force=True)  # O1: the last figures; never raises
-            os._exit(128 + signum)
-
-        watchdog = threading.Timer(seconds, end)
-        watchdog.daemon = True
-        watchdog.name = "leasejobs-stop-watchdog"
-        watchdog.start()
-
-    def _past_stop(self) -> bool:
-        """Whether the passes in flight are to be abandoned: ``stop_timeout`` and
-        :data:`HUNG_GRACE` have passed since the stop was asked (F13)."""
-        asked = self._stop_asked_at
-        return (
-            asked is not None
-            and self.stop_timeout is not None
-            and time.monotonic() - asked >= self.stop_timeout + HUNG_GRACE
-        )
+        self._shutdown.ask(signum)
 
     def overdue(self) -> bool:
         """Whether a stop was asked more than ``stop_timeout`` seconds ago."""
-        asked = self._stop_asked_at
-        return (
-            asked is not None
-            and self.stop_timeout is not None
-            and time.monotonic() - asked >= self.stop_timeout
-        )
+        return self._shutdown.overdue()
 
     @property
     def listening(self) -> bool:
@@ -163,10 +100,10 @@ class Worker:
 
     @property
     def stopping(self) -> bool:
-        return self._stopping.is_set()
+        return self._shutdown.asked
 
     def run(self) -> None:
-        previous = self._install_handlers()
+        previous = handle_signals(self.stop)
         self.open()
         try:
             while not self.stopping:
@@ -191,7 +128,7 @@ class Worker:
             # W5: every pass in flight finishes (or, past --stop-timeout, is released at
             # its next step boundary), and is reported, before the threads close.
             try:
-                last = finish(self._dispatcher, self._past_stop)
+                last = finish(self._dispatcher, self._shutdown.past_grace)
                 if not last.idle:
                     self.on_report(last)
             finally:
@@ -228,7 +165,7 @@ class Worker:
         seconds = self._rest_seconds()
         listener = self._listener
         if listener is None:
-            self._stopping.wait(seconds)
+            self._shutdown.wait(seconds)
             self._listen_again()
             return
         try:
@@ -330,8 +267,3 @@ class Worker:
         if self._dispatcher is None:
             return {"concurrency": self.concurrency}
         return {"concurrency": self.concurrency, "dispatcher": self._dispatcher}
-
-    def _install_handlers(self) -> dict[int, Any]:
-        if threading.current_thread() is not threading.main_thread():
-            return {}  # signal.signal() only works in the main thread
-        return {signum: signal.signal(signum, self.stop) for signum in _STOP_SIGNALS}

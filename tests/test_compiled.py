@@ -22,7 +22,7 @@ from django.test.utils import CaptureQueriesContext
 from django_leasejobs import start, start_many
 from django_leasejobs.models import Run
 from django_leasejobs.states import RunOrigin, RunStatus
-from django_leasejobs.store import ahead, claims, outcomes
+from django_leasejobs.store import ahead, claims, commits, renewals, setbacks
 from django_leasejobs.store.sql import Slots, Statement, Unnest, returns_rows
 from django_leasejobs.store.starts import _INSERT, Route, Row, insert
 from tests.utils import fresh
@@ -48,18 +48,18 @@ SHAPES: list[tuple[str, Statement, dict[str, object]]] = [
         {"run_0": "01J0", "run_1": "01J1", "run_2": "01J2", "prefix": "PREFIX0001"}
         | {"lease": LEASE, "holder": "host:1:2:abc"},
     ),
-    ("renew", outcomes._renewal(with_step=False), {**HELD, "lease": LEASE}),
-    ("renew+step", outcomes._renewal(with_step=True), {**HELD, "lease": LEASE}),
+    ("renew", renewals._renewal(with_step=False), {**HELD, "lease": LEASE}),
+    ("renew+step", renewals._renewal(with_step=True), {**HELD, "lease": LEASE}),
     (
         "renew, holding a slot",
-        outcomes._renewal(with_step=False, strict=True),
+        renewals._renewal(with_step=False, strict=True),
         {**HELD, "lease": LEASE},
     ),
-    ("defer", outcomes._DEFER, {**HELD, "delay": timedelta(minutes=5)}),
+    ("defer", setbacks._DEFER, {**HELD, "delay": timedelta(minutes=5)}),
     *(
         (
             f"settle retrying={retrying}",
-            outcomes._settle(retrying=retrying),
+            setbacks._settle(retrying=retrying),
             {
                 **HELD,
                 "attempts": 2,
@@ -73,7 +73,7 @@ SHAPES: list[tuple[str, Statement, dict[str, object]]] = [
     *(
         (
             f"commit {flags}",
-            outcomes._commit(**dict(zip(_names, flags, strict=True))),
+            commits._commit(**dict(zip(_names, flags, strict=True))),
             {**HELD, "cursor": '{"page":3}', "counters": '{"seen":9}', "total": 120}
             | {"result": '{"rows":3}'},
         )
@@ -216,7 +216,7 @@ def test_s13_a_step_record_sends_the_renewal_and_the_orms_record(exists, strict,
     shapes, with ``began_at``.
     """
     from django_leasejobs.models import Step
-    from django_leasejobs.store.outcomes import _step, record_step
+    from django_leasejobs.store.renewals import _step, record_step
 
     _STEP = _step(strict=strict, began=began)
 
@@ -322,10 +322,10 @@ def test_s13_a_finish_carrying_the_next_begin_sends_the_orms_two_updates(next_he
     for run, token in ((finishing, owner), (following, next_owner)):
         assert claims.claim(run.pk, token, LEASE, "host:1:2:abc", takeover=False)
     assert claims.begin(finishing.pk, owner, LEASE / 4)
-    then = outcomes.NextBegin(following.pk, next_owner if next_held else "someone-else", LEASE / 4)
+    then = commits.NextBegin(following.pk, next_owner if next_held else "someone-else", LEASE / 4)
     written = {"cursor": '{"page":3}', "counters": '{"seen":9}', "result": '{"rows":3}'}
     shape = {"done": True, "total": False, "drop_steps": False, "no_cursor": False}
-    commit = outcomes._commit(quiet=True, result=True, idle=False, **shape)
+    commit = commits._commit(quiet=True, result=True, idle=False, **shape)
     values = {"run_id": finishing.pk, "owner": owner, "total": None, "idle_passes": None}
     finish_by_orm = _update_sent(commit, values | written)
     # Undo what the ORM's own UPDATEs wrote, so that the pair finds both runs as before.
@@ -336,7 +336,7 @@ def test_s13_a_finish_carrying_the_next_begin_sends_the_orms_two_updates(next_he
     )
     Run.objects.filter(pk=following.pk).update(lease_began_at=None)
     with CaptureQueriesContext(connection) as captured:
-        won, began = outcomes.commit_and_begin(
+        won, began = commits.commit_and_begin(
             finishing, owner, then, progress_total=None, idle_passes=None, **written
         )
     assert (won, began) == (True, next_held)

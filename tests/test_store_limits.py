@@ -30,7 +30,7 @@ from django_leasejobs.ids import new_owner
 from django_leasejobs.models import RateState, Run, Slot
 from django_leasejobs.retention import prune
 from django_leasejobs.store import limits as store_limits
-from django_leasejobs.store import outcomes
+from django_leasejobs.store import renewals
 from tests.limit_helpers import (
     KEYED,
     LIMITED,
@@ -230,7 +230,7 @@ def test_c2_s12_a_slot_holders_renewal_that_loses_a_deadlock_is_run_again(monkey
     Run.objects.filter(pk=run.pk).update(
         lease_owner=owner, lease_began_at=timezone.now(), next_attempt_at=until
     )
-    renewal = outcomes._renewal
+    renewal = renewals._renewal
     failures = []
 
     class Racing:
@@ -243,7 +243,7 @@ def test_c2_s12_a_slot_holders_renewal_that_loses_a_deadlock_is_run_again(monkey
                 raise deadlock()
             return self.statement.run(*args, **kwargs)
 
-    monkeypatch.setattr(outcomes, "_renewal", lambda **kw: Racing(renewal(**kw)))
+    monkeypatch.setattr(renewals, "_renewal", lambda **kw: Racing(renewal(**kw)))
     for strict in (True, False):
         failures.clear()
         assert store.renew(run.pk, owner, 2 * SECOND, strict=strict)

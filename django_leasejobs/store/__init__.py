@@ -18,10 +18,11 @@ The verbs, in the order a run meets them:
   -- or :func:`let_go`, a claim of a queue paused since the drive read it (W6);
   :func:`release_dead_holder` (L9); :mod:`.limits` -- :func:`begin_limited`,
   BEGIN with a limited job's slot and rate token, or :func:`throttle` (§14);
-* :mod:`.outcomes` -- :func:`record_step` / :func:`renew` while the pass
-  runs, then one outcome: :func:`commit`, :func:`settle`, :func:`defer` or
-  :func:`hold` -- or :func:`commit_and_begin`, a finish that carries the
-  BEGIN of the next run claimed ahead (§13);
+* :mod:`.renewals` -- :func:`record_step` / :func:`renew` while the pass
+  runs; then one outcome: :mod:`.commits` -- :func:`commit`, or
+  :func:`commit_and_begin`, a finish that carries the BEGIN of the next run
+  claimed ahead (§13); or :mod:`.setbacks` -- :func:`settle`, :func:`defer`
+  or :func:`hold`;
 * :mod:`.cancels` -- what the operators' verbs (:mod:`..operators`) write;
   :mod:`.deletes` -- what an operator's delete writes: runs that hold no key (A7);
   :mod:`.queues` -- a queue paused or resumed (W6); :mod:`.stats` -- a flush
@@ -56,19 +57,12 @@ from .claims import (
     release_dead_holder,
     take,
 )
+from .commits import NextBegin, commit, commit_and_begin
 from .deletes import delete_finished, free_of_key, holding_key
 from .limits import Admission, begin_limited, hold_back, rejudge, throttle
-from .outcomes import (
-    NextBegin,
-    commit,
-    commit_and_begin,
-    defer,
-    hold,
-    record_step,
-    renew,
-    settle,
-)
 from .queues import is_paused, pause_queue, paused_queues, resume_queue
+from .renewals import record_step, renew
+from .setbacks import defer, hold, settle
 from .starts import StartResult, check_key, start_as
 
 __all__ = [

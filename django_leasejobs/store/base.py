@@ -1,5 +1,5 @@
 """What every store verb shares: the database, its clock, the fence, the finished
-values, the one way a run row is created, and retrying a lost race."""
+and released values, a new run's columns, and retrying a lost race."""
 
 from __future__ import annotations
 
@@ -20,18 +20,23 @@ from django_leasejobs.ids import new_id
 from django_leasejobs.models import Run
 from django_leasejobs.querysets import RunQuerySet, live_key
 from django_leasejobs.states import RunOrigin, RunStatus
+from django_leasejobs.tracing import carrier
+
+from .sql import KEY
 
 __all__ = [
     "CHANNEL",
+    "HELD_SLOTS",
     "alias",
     "conflicts_retried",
-    "create",
     "finished",
     "follow_up",
     "held",
+    "new_run",
     "notifies",
     "notify",
     "now",
+    "released",
     "runs",
 ]
 
@@ -62,6 +67,10 @@ def held(run_id: str, owner: str, among: RunQuerySet | None = None) -> RunQueryS
     return (runs() if among is None else among).held_by(owner).filter(pk=run_id)
 
 
+#: The slots of :func:`held`'s fence in a compiled statement (:class:`~.sql.Statement`).
+HELD_SLOTS = {"run_id": KEY, "owner": KEY}
+
+
 def now() -> Combinable:
     """ "Now" as the database evaluates it in the statement that carries it (L1)."""
     return get_clock().now_expr()
@@ -88,21 +97,38 @@ def finished(status: RunStatus, at: Any) -> dict[str, Any]:
     return {"status": status, "next_attempt_at": None, "ended_at": at, "live_key": None}
 
 
-def create(
-    run_id: str,
+def released(at: Any) -> dict[str, Any]:
+    """L8: an outcome lets go of the lease (and ``next_attempt_at`` says when next)."""
+    return {"lease_owner": None, "lease_began_at": None, "updated_at": at}
+
+
+def new_run(
     *,
-    job: str,
-    instance: str,
-    payload: str,
-    origin: str,
-    queue: str,
-    priority: int,
-    limit_key: str | None,
+    id: Any,
+    job: Any,
+    instance: Any,
+    payload: Any,
+    origin: Any,
+    queue: Any,
+    priority: Any,
+    live_key: Any,
+    limit_key: Any,
+    trace_context: Any,
+    at: Any,
+    due: Any,
 ) -> Run:
-    """Insert a new live run, due now: a kick's follow-up."""
-    at = now()
-    return runs().create(
-        id=run_id,
+    """A new run's columns, unsaved: live, stamped *at*, due at *due* (R1, O3).
+
+    The one place they are written, whichever way a run is made: ``start()``'s
+    and the tasks backend's compiled ``INSERT`` (:class:`~.sql.Insert`, which
+    gives its slots here), MariaDB's ``INSERT IGNORE`` and a kick's follow-up
+    (given values). Every column not named is the model's default: no
+    attempt, no lease, no cursor. No argument has a default, so no way of
+    making a run can leave one out -- the trace context of the code that made
+    it included (:func:`~django_leasejobs.tracing.carrier`).
+    """
+    return Run(
+        id=id,
         job=job,
         instance=instance,
         origin=origin,
@@ -112,17 +138,19 @@ def create(
         status=RunStatus.RUNNING,
         started_at=at,
         updated_at=at,
-        next_attempt_at=at,
-        live_key=live_key(job, instance),
+        next_attempt_at=due,
+        live_key=live_key,
         limit_key=limit_key,
+        trace_context=trace_context,
     )
 
 
 def follow_up(previous: Run) -> None:
     """Start the kicked follow-up of *previous*, inside the transaction that frees its key."""
     payload = runs().values_list("rerun_payload", flat=True).get(pk=previous.pk)
-    create(
-        new_id(),
+    at = now()
+    run = new_run(
+        id=new_id(),
         job=previous.job,
         instance=previous.instance,
         payload=payload or "null",
@@ -130,9 +158,16 @@ def follow_up(previous: Run) -> None:
         # The same work again: it goes where the kicked run went, in its turn.
         queue=previous.queue,
         priority=previous.priority,
+        live_key=live_key(previous.job, previous.instance),
         # Counted where the kicked run was: the same work item (C1).
         limit_key=previous.limit_key,
+        # O3: the trace of the code making it (the pass that finished the kicked
+        # run, or the code that freed its key after a cancel), as for every run.
+        trace_context=carrier(),
+        at=at,
+        due=at,
     )
+    run.save(using=alias(), force_insert=True)
     notify(alias())
 
 

@@ -22,7 +22,7 @@ from django_leasejobs.routing import priority_problem, queue_problem
 from django_leasejobs.states import LIVE_STATUSES, RunOrigin, RunStatus
 from django_leasejobs.tracing import carrier
 
-from .base import CHANNEL, alias, conflicts_retried, notifies, now, runs
+from .base import CHANNEL, alias, conflicts_retried, new_run, notifies, now, runs
 from .cancels import free_expired_cancel
 from .sql import Insert, Unnest, insert_ignoring, returns_rows
 
@@ -166,8 +166,8 @@ class Row(NamedTuple):
     limit_key: str | None = None
 
 
-_INSERT = Insert()
-_UNNEST = Unnest()
+_INSERT = Insert(new_run)
+_UNNEST = Unnest(new_run)
 
 
 def insert(
@@ -204,23 +204,17 @@ def insert(
 def _insert_and_read(
     job: str, origin: RunOrigin, rows: list[Row], route: Route, run_after: datetime | None
 ) -> list[Run]:
-    at = now()
-    context = carrier()  # O3
+    at, context = now(), carrier()  # O3
+    due = run_after if run_after is not None else at
     objects: list[Model] = [
-        Run(
-            id=row.id,
+        new_run(
+            **row._asdict(),
             job=job,
-            instance=row.instance,
             origin=origin,
-            payload=row.payload,
-            queue=route.queue,
-            priority=route.priority,
-            started_at=at,
-            updated_at=at,
-            next_attempt_at=run_after if run_after is not None else at,
-            live_key=row.live_key,
-            limit_key=row.limit_key,
+            **route._asdict(),
             trace_context=context,
+            at=at,
+            due=due,
         )
         for row in rows
     ]

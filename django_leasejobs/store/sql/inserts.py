@@ -11,6 +11,7 @@ cannot be returned (MariaDB), :func:`insert_ignoring` sends that same
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 from django.db.models import DateTimeField, Field, Model
@@ -52,7 +53,10 @@ class Insert:
     #: The columns a call sets per row; the rest are the model's defaults.
     PER_ROW = ("id", "instance", "payload", "live_key", "limit_key")
 
-    def __init__(self) -> None:
+    def __init__(self, new_run: Callable[..., Run]) -> None:
+        #: What a new run's columns are (``store.base.new_run``): given here, not
+        #: imported, as this sub-package compiles what the store says and no more.
+        self.new_run = new_run
         # A memo shared by every thread: a race compiles one key twice, to equal values.
         self._cache: dict[tuple[str, type, int, bool, bool], Compiled] = {}
 
@@ -68,17 +72,13 @@ class Insert:
         Due now, or (*deferred*) at ``run_after``, never earlier.
         """
         due = s.run_after if deferred else s.now
+        per_call = {name: getattr(s, name) for name in PER_CALL}
         return [
-            Run(
-                job=s.job,
-                origin=s.origin,
-                queue=s.queue,
-                priority=s.priority,
-                trace_context=s.trace_context,
-                started_at=s.now,
-                updated_at=s.now,
-                next_attempt_at=due,
+            self.new_run(
                 **{name: getattr(s, f"{name}_{row}") for name in self.PER_ROW},
+                **per_call,
+                at=s.now,
+                due=due,
             )
             for row in range(rows)
         ]

@@ -7,7 +7,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from django.db import connections
 
@@ -21,6 +22,18 @@ from .slots import AS_IS, Bound, Slots
 __all__ = ["Unnest"]
 
 
+class _PerRow(NamedTuple):
+    """Where a column's value comes from while compiling: each row's own, ``t.<name>``."""
+
+    name: str
+
+
+class _PerCall(NamedTuple):
+    """Where a column's value comes from while compiling: the call's, a parameter."""
+
+    name: str
+
+
 class Unnest:
     """A batch ``INSERT`` whose parameters do not grow with the batch (``start_many``).
 
@@ -29,10 +42,12 @@ class Unnest:
     Here the rows' own values travel as one value per column -- PostgreSQL
     arrays read by ``unnest()`` -- or as one JSON array that SQLite reads with
     ``json_each()``, whatever the batch size. Every other column is the
-    model's own: its default adapted as Django adapts it, or the clock's
-    time, so the rows written are those :class:`~.inserts.Insert` writes
-    (``tests/test_compiled.py`` compares them column by column). A taken key
-    lets its row pass, as ``bulk_create(ignore_conflicts=True)`` would.
+    store's new run (``store.base.new_run``, given here as for
+    :class:`~.inserts.Insert`): a call's value, the clock's time, or a value
+    adapted as Django adapts it, so the rows written are those
+    :class:`~.inserts.Insert` writes (``tests/test_compiled.py`` compares
+    them column by column). A taken key lets its row pass, as
+    ``bulk_create(ignore_conflicts=True)`` would.
 
     The ORM has no ``INSERT ... SELECT``, so this statement is written here,
     from the model's own metadata: its table, columns and defaults, the
@@ -48,7 +63,9 @@ class Unnest:
         "limit_key": "varchar",
     }
 
-    def __init__(self) -> None:
+    def __init__(self, new_run: Callable[..., Run]) -> None:
+        #: What a new run's columns are: given, as to :class:`~.inserts.Insert`.
+        self.new_run = new_run
         # A memo shared by every thread: a race compiles one key twice, to equal values.
         self._cache: dict[tuple[str, type, bool, bool], Compiled] = {}
 
@@ -74,22 +91,30 @@ class Unnest:
         columns: list[str] = []
         select: list[str] = []
         params: list[Any] = []
+        now = Slots({}, None).now
+        # The new run as the store makes it, each column holding where its value
+        # comes from: a row's own, the call's, the clock's time, or a value.
+        run = self.new_run(
+            **{name: _PerRow(name) for name in self.PER_ROW},
+            **{name: _PerCall(name) for name in PER_CALL},
+            at=now,
+            due=_PerCall("run_after") if deferred else now,
+        )
         for field in Run._meta.concrete_fields:
             columns.append(qn(field.column))  # type: ignore[arg-type]  # concrete: has a column
-            name = field.attname
-            if name in self.PER_ROW:
-                select.append(f"t.{name}")
-            elif name in PER_CALL or (name == "next_attempt_at" and deferred):
-                slot = "run_after" if name == "next_attempt_at" else name
+            value = getattr(run, field.attname)
+            if isinstance(value, _PerRow):
+                select.append(f"t.{value.name}")
+            elif isinstance(value, _PerCall):
                 select.append("%s")
-                params.append(Bound(slot, field, True))
-            elif name in ("started_at", "updated_at", "next_attempt_at"):
-                now_sql, now_params = compiler.compile(Slots({}, None).now)
+                params.append(Bound(value.name, field, True))
+            elif value is now:
+                now_sql, now_params = compiler.compile(now)
                 select.append(now_sql)
                 params.extend(now_params)
             else:
                 select.append("%s")
-                params.append(field.get_db_prep_save(field.get_default(), connection))
+                params.append(field.get_db_prep_save(value, connection))
         names = ", ".join(self.PER_ROW)
         if connection.vendor == "postgresql":
             arrays = ", ".join(f"%s::{kind}[]" for kind in self.PER_ROW.values())

@@ -1,11 +1,16 @@
-"""A begun pass's writes, each fenced on its owner token (SPEC L6-L8, R3-R5, R8, L3).
+"""A pass's commit: what it did, written in one fenced statement (SPEC R3, L8, §13).
 
-Every verb here returns ``False``, writing nothing, when *owner* no longer
-holds the run: the lease expired and another worker took it over, or an
-operator cancelled it. The caller then reports the pass ``superseded``.
+:func:`commit` writes a returned pass's cursor, counters and result and
+releases the lease; a finish that a kick asked to follow up starts the
+follow-up in the same transaction. :func:`commit_and_begin` also carries the
+next claimed run's BEGIN (:class:`NextBegin`), so a drive of many short
+passes sends one statement per pass.
 
-The statements a pass sends every time -- a renewal, a commit, a settle -- are
-:class:`~.sql.Statement` s: compiled once, bound per call.
+Apart from :mod:`.setbacks` because a commit is the one outcome that writes
+the handler's work, and the one with several shapes: each shape a
+:class:`~.sql.Statement`, compiled once and bound per call. Each verb
+returns ``False``, writing nothing, when *owner* no longer holds the run:
+the caller then reports the pass ``superseded``.
 """
 
 from __future__ import annotations
@@ -14,133 +19,18 @@ from datetime import timedelta
 from functools import cache
 from typing import Any, NamedTuple
 
-from django.db import IntegrityError, connections, transaction
-from django.db.models import DurationField
+from django.db import connections, transaction
 
-from django_leasejobs.clock import plus
 from django_leasejobs.models import Run, Step
 from django_leasejobs.querysets import RunQuerySet
-from django_leasejobs.states import FailureCode, RunStatus
+from django_leasejobs.states import RunStatus
 
-from .base import alias, conflicts_retried, finished, follow_up, held, now
+from .base import HELD_SLOTS, alias, conflicts_retried, finished, follow_up, held, released
 from .claims import BEGIN
-from .sql import AS_IS, KEY, Carried, Paired, Slots, Statement
+from .sql import AS_IS, Paired, Slots, Statement
 from .unanswered import Unanswered, unanswered_if_lost
 
-__all__ = [
-    "NextBegin",
-    "commit",
-    "commit_and_begin",
-    "defer",
-    "hold",
-    "record_step",
-    "renew",
-    "settle",
-]
-
-_HELD = {"run_id": KEY, "owner": KEY}
-
-
-def _released(at: Any) -> dict[str, Any]:
-    """L8: an outcome lets go of the lease (and ``next_attempt_at`` says when next)."""
-    return {"lease_owner": None, "lease_began_at": None, "updated_at": at}
-
-
-# functools.cache is thread-safe; a race builds one statement twice, to equal values.
-@cache
-def _renewal(*, with_step: bool, strict: bool = False) -> Statement:
-    """L7: the lease renewed to now + lease -- with a step's record, or alone (``check()``).
-
-    *strict* (a pass holding a concurrency slot, C2): only while the lease is
-    unexpired too, so a lease that ran out -- its slot free for another pass
-    -- is never revived.
-    """
-
-    def build(runs: RunQuerySet, s: Slots) -> tuple[RunQuerySet, dict[str, Any]]:
-        values = {"next_attempt_at": plus(s.now, s.lease), "updated_at": s.now}
-        fenced = held(s.run_id, s.owner, runs)
-        fenced = fenced.lease_ends_after(s.now) if strict else fenced
-        return fenced, values | ({"has_steps": True} if with_step else {})
-
-    return Statement({**_HELD, "lease": DurationField()}, build)
-
-
-@conflicts_retried
-def renew(run_id: str, owner: str, lease: timedelta, *, strict: bool = False) -> bool:
-    """Extend *owner*'s lease to now + *lease* (L7)."""
-    renewal = _renewal(with_step=False, strict=strict)
-    return bool(renewal.run(alias(), run_id=run_id, owner=owner, lease=lease))
-
-
-# functools.cache is thread-safe; a race builds one statement twice, to equal values.
-@cache
-def _step(*, strict: bool, began: bool | None = None) -> Carried:
-    """R5 + L7 on PostgreSQL: a step's record carried by its renewal, one statement.
-
-    *began* is :class:`~.sql.Carried`'s: A8's mark of a step in flight, set or cleared.
-    """
-    return Carried(
-        _renewal(with_step=True, strict=strict),
-        {**_HELD, "lease": DurationField(), "name": KEY, "result": AS_IS, "attempts": AS_IS}
-        | {"error": AS_IS},
-        began=began,
-    )
-
-
-@conflicts_retried
-def record_step(
-    run_id: str,
-    owner: str,
-    lease: timedelta,
-    name: str,
-    *,
-    result: str | None,
-    attempts: int,
-    error: str,
-    exists: bool,
-    strict: bool = False,
-    began: bool | None = None,
-) -> bool:
-    """Renew the lease and record one step attempt, in one transaction (R5, L7).
-
-    ``result`` is the step's JSON text, or ``None`` for a failed attempt.
-    *exists* says whether the ledger already has a row for *name* (the pass
-    read the ledger once), so this is an UPDATE or an INSERT, never both.
-
-    *began* is for a job not safe to repeat only (A8): ``True`` records the
-    step as begun before its function runs -- ``result`` ``None`` and
-    *attempts* and *error* as they were, so that a held run can name the
-    step that may have half-happened -- and ``False`` clears that mark with
-    the attempt's record. ``None``, for every other job, writes the record
-    alone, as ever (§13).
-    """
-    using = alias()
-    if connections[using].vendor == "postgresql":
-        # One statement: the record rides in the renewal's CTE (see Carried).
-        values = {"run_id": run_id, "owner": owner, "lease": lease, "name": name}
-        values |= {"result": result, "attempts": attempts, "error": error}
-        try:
-            return _step(strict=strict, began=began).run(using, exists=exists, **values)
-        except IntegrityError:
-            return False  # as below
-    try:
-        with transaction.atomic(using=using):
-            renewal = _renewal(with_step=True, strict=strict)
-            if not renewal.run(using, run_id=run_id, owner=owner, lease=lease):
-                return False
-            steps = Step.objects.using(using)
-            values = {"result": result, "attempts": attempts, "last_error": error}
-            at = now()
-            if began is not None:
-                values["began_at"] = at if began else None
-            if exists:
-                steps.filter(run_id=run_id, name=name).update(recorded_at=at, **values)
-            else:
-                steps.create(run_id=run_id, name=name, recorded_at=at, **values)
-    except IntegrityError:
-        # Another pass wrote this step's row, so it held the run after us.
-        return False
-    return True
+__all__ = ["NextBegin", "commit", "commit_and_begin"]
 
 
 # functools.cache is thread-safe; a race builds one statement twice, to equal values.
@@ -164,7 +54,7 @@ def _commit(
             "attempts": 0,
             "failure_code": "",
             "last_error": "",
-            **_released(s.now),
+            **released(s.now),
         }
         if total:
             values["progress_total"] = s.total
@@ -179,7 +69,7 @@ def _commit(
         return (fenced.filter(rerun_requested=False) if quiet else fenced), values
 
     fields = {"cursor": AS_IS, "counters": AS_IS, "total": AS_IS, "result": AS_IS}
-    return Statement({**_HELD, **fields, "idle_passes": AS_IS}, build)
+    return Statement({**HELD_SLOTS, **fields, "idle_passes": AS_IS}, build)
 
 
 class NextBegin(NamedTuple):
@@ -367,86 +257,3 @@ def _landed(
 def _paired(**shape: bool) -> Paired:
     """PostgreSQL: a quiet finish of *shape* and the next pass's BEGIN, one statement."""
     return Paired(_commit(quiet=True, **shape), BEGIN)
-
-
-# functools.cache is thread-safe; a race builds one statement twice, to equal values.
-@cache
-def _settle(*, retrying: bool) -> Statement:
-    def build(runs: RunQuerySet, s: Slots) -> tuple[RunQuerySet, dict[str, Any]]:
-        values: dict[str, Any] = {
-            "attempts": s.attempts,
-            "failure_code": s.failure_code,
-            "last_error": s.error,
-            **_released(s.now),
-        }
-        if retrying:
-            values["next_attempt_at"] = plus(s.now, s.retry_in)
-        else:
-            values |= finished(RunStatus.FAILED, s.now)
-        return held(s.run_id, s.owner, runs), values
-
-    fields = {"attempts": AS_IS, "failure_code": AS_IS, "error": AS_IS}
-    return Statement({**_HELD, **fields, "retry_in": DurationField()}, build)
-
-
-@conflicts_retried
-def settle(
-    run: Run,
-    owner: str,
-    *,
-    attempts: int,
-    failure_code: FailureCode,
-    error: str,
-    retry_in: timedelta | None,
-) -> bool:
-    """Record a failed pass (R4): nothing the handler produced is written.
-
-    Cursor, counters and the step ledger stay as the last commit left them.
-    With *retry_in* the run is due again after that backoff; without it the
-    run is ``failed`` for good. Either way the lease is released (L8).
-    """
-    values = {
-        "run_id": run.pk,
-        "owner": owner,
-        "attempts": attempts,
-        "failure_code": str(failure_code),
-        "error": error,
-        "retry_in": retry_in,
-    }
-    return bool(_settle(retrying=retry_in is not None).run(alias(), **values))
-
-
-_DEFER = Statement(
-    {**_HELD, "delay": DurationField()},
-    lambda runs, s: (
-        held(s.run_id, s.owner, runs),
-        {"next_attempt_at": plus(s.now, s.delay), **_released(s.now)},
-    ),
-)
-
-
-@conflicts_retried
-def defer(run: Run, owner: str, delay: timedelta) -> bool:
-    """Put the run off by *delay* without charging an attempt (R8).
-
-    Attempts and the failure stay as they were.
-    """
-    return bool(_DEFER.run(alias(), run_id=run.pk, owner=owner, delay=delay))
-
-
-@conflicts_retried
-def hold(run: Run, owner: str) -> bool:
-    """Hold a run whose interrupted pass must not be replayed (L3).
-
-    Status ``held`` with failure ``interrupted``; it keeps its live key (a
-    held run is live, R1) and waits for an operator's ``release``.
-    """
-    at = now()
-    return bool(
-        held(run.pk, owner).update(
-            status=RunStatus.HELD,
-            failure_code=FailureCode.INTERRUPTED,
-            next_attempt_at=None,
-            **_released(at),
-        )
-    )
