@@ -225,10 +225,10 @@ def main(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="leasejobs-notify-") as tmp_name:
         tmp = Path(tmp_name)
         url = fresh_database(args.database, tmp)
-        setup = run_child(url, tmp, "setup", notify=True)
-        if setup["free"] < max(args.threads) + 1:
+        database = run_child(url, tmp, "setup", notify=True)
+        if database["free"] < max(args.threads) + 1:
             print(
-                f"FAIL: the server has {setup['free']} connections left, "
+                f"FAIL: the server has {database['free']} connections left, "
                 f"{max(args.threads)} threads need {max(args.threads) + 1}"
             )
             return 1
@@ -287,7 +287,7 @@ def main(args: argparse.Namespace) -> int:
         "- load average before: {:.2f} {:.2f} {:.2f}; after: {:.2f} {:.2f} {:.2f}".format(
             *load_before, *load_after
         ),
-        *machine_info({args.database: setup["server"]}),
+        *machine_info({args.database: database["server"]}),
         "",
         f"`start()` one by one in autocommit, {args.starts_per_thread} per thread, each thread "
         f"its own connection, released together; {args.rounds} rounds, NOTIFY on and off one "
