@@ -41,7 +41,8 @@ Process layout. Django reads its settings once per process, so the script
 re-executes itself as a child per measurement, as ``drain.py`` does, with
 ``DATABASE_URL`` set and ``--notify on|off``; the child configures Django
 with ``benchmarks/settings.py``'s values and ``NOTIFY`` set in ``LEASEJOBS``.
-The database (``leasejobs_bench``) is dropped and created again first. The
+The database, ``leasejobs_notify`` (its own, so that another benchmark's
+``leasejobs_bench`` is left alone), is dropped and created again first. The
 other settings are the package's defaults (``PREPARE`` ``None``: the insert is
 prepared, every call being in autocommit). 64 threads need 64 connections at
 once, plus one: the parent checks ``max_connections`` first.
@@ -69,6 +70,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 JOB = "bench.noop"
+DB_NAME = "leasejobs_notify"
 BARRIER_TIMEOUT = 120
 #: SPEC §13, revision 4: at this many threads, NOTIFY on reaches this share of off.
 TARGET_THREADS, TARGET_RATIO = 32, 0.90
@@ -224,7 +226,7 @@ def main(args: argparse.Namespace) -> int:
     failed = False
     with tempfile.TemporaryDirectory(prefix="leasejobs-notify-") as tmp_name:
         tmp = Path(tmp_name)
-        url = fresh_database(args.database, tmp)
+        url = fresh_database(args.database, tmp, DB_NAME)
         database = run_child(url, tmp, "setup", notify=True)
         if database["free"] < max(args.threads) + 1:
             print(
