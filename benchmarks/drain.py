@@ -346,7 +346,7 @@ def worker(job: str, concurrency: int, barrier: Any, results: Any) -> None:
 
         from benchmarks import jobs
         from django_leasejobs.dispatcher import Dispatcher
-        from django_leasejobs.driver import finish, run_due_jobs
+        from django_leasejobs.driver import run_due_jobs, wait_for_passes
         from django_leasejobs.models import Run
         from django_leasejobs.states import RunStatus
 
@@ -370,7 +370,7 @@ def worker(job: str, concurrency: int, barrier: Any, results: Any) -> None:
             if report.attempted or (dispatcher is not None and dispatcher.dispatched):
                 continue
             if dispatcher is not None and dispatcher.pool.busy:
-                last = finish(dispatcher)
+                last = wait_for_passes(dispatcher)
                 completed += last.completed
                 if last.completed:
                     last_finish = time.monotonic_ns()

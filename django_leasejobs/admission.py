@@ -47,7 +47,7 @@ def claim(run_id: str, spec: Job, *, took_over: bool) -> Claimed | None:
     countdown = Countdown(spec.effective_lease, Countdown.now())
     holder = current_holder()
     try:
-        run = store.take(run_id, owner, countdown.lease, holder, takeover=took_over)
+        run = store.claim_and_read(run_id, owner, countdown.lease, holder, takeover=took_over)
     except UnreadableRow as unreadable:
         return Claimed(unreadable, owner, countdown)
     return None if run is None else Claimed(run, owner, countdown)

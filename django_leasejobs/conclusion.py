@@ -111,7 +111,9 @@ def _commit(lease: Lease, result: object, follower: Follower | None) -> Outcome:
     # A finish that drops no step ledger is one statement, which can carry the BEGIN
     # of the next run claimed ahead (§13). Taken only now, so that a drive told to
     # stop while this pass ran begins nothing more.
-    carried = follower.take() if follower is not None and done and not drop_steps else None
+    carried = (
+        follower.claim_to_carry() if follower is not None and done and not drop_steps else None
+    )
     try:
         if follower is not None and carried is not None:
             committed = _commit_and_begin(lease, follower, carried, changed, written)

@@ -118,7 +118,7 @@ class DueCursor:
             if key.queue in self.paused:
                 continue  # W6: paused since the snapshot; a claim made ahead is given back
             spec = self.options.jobs[key.job]
-            if spec.limit is not None and self.limited.holds_back(key):
+            if spec.limit is not None and self.limited.throttles(key):
                 continue  # C4: not claimed only to be throttled; held back at the end
             return key
         return None
@@ -237,7 +237,7 @@ class DueCursor:
             if outcome.throttle is not None:
                 self.limited.reached(key.job, outcome.throttle)
 
-    def finish(self) -> None:
+    def end(self) -> None:
         """The drive's end: claims not reached given back, limited runs held back (C4).
 
         A drive whose connection was lost sets its claims aside instead: given
@@ -247,14 +247,14 @@ class DueCursor:
             self.claims.set_aside()
         else:
             self.claims.give_back()
-            self.report.throttled += self.limited.hold_back(self.report)
+            self.report.throttled += self.limited.throttle_rest(self.report)
 
 
 def drive_on_this_thread(cursor: DueCursor) -> None:
     """Drive the snapshot's runs one after another, on this thread (``concurrency=1``)."""
     for key, ran in drive_in_turn(cursor, cursor.options):
         cursor.count(key, ran)
-    cursor.finish()
+    cursor.end()
 
 
 def _fresh(keys: list[DueKey], start: int, spec: Job, most: int) -> list[str]:

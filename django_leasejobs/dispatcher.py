@@ -93,7 +93,7 @@ class Dispatcher:
     the pool's threads and their connections are kept too (§13). A pass may
     still run when its drive ends: the worker's next drive goes on beside
     it, and its outcome is counted in the report of the drive it ended in.
-    :meth:`finish` waits for every pass in flight.
+    :meth:`wait_for_passes` waits for every pass in flight.
     """
 
     def __init__(self, concurrency: int) -> None:
@@ -108,7 +108,7 @@ class Dispatcher:
         self._handed = _Unclaimed()
         self._tokens = 0
 
-    def drive(self, cursor: DueCursor, *, wait: bool) -> None:
+    def hand_out(self, cursor: DueCursor, *, wait: bool) -> None:
         """Hand the snapshot's runs to the pool; with *wait*, until every pass has ended."""
         self.dispatched = False
         self._collect(cursor, timeout=0)
@@ -129,10 +129,10 @@ class Dispatcher:
             self._start(cursor, key)
             self._collect(cursor, timeout=0)
         if wait:
-            self.finish(cursor)
-        cursor.finish()
+            self.wait_for_passes(cursor)
+        cursor.end()
 
-    def finish(self, cursor: DueCursor, give_up: Callable[[], bool] | None = None) -> None:
+    def wait_for_passes(self, cursor: DueCursor, give_up: Callable[[], bool] | None = None) -> None:
         """Wait for every pass in flight, counting each in *cursor*'s report.
 
         Once *give_up* says so (the worker's ``--stop-timeout`` has passed),
@@ -260,7 +260,7 @@ class _Handed:
 
     def claim_ahead(self, spec: Job) -> None:
         self.claims.claim([key.id for key in self.keys], spec)
-        self._won = self.claims.held()
+        self._won = self.claims.ids()
 
     def next(self) -> DueKey | None:
         return self.follow() if self.position < len(self.keys) else None

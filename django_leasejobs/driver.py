@@ -34,7 +34,7 @@ from .store.lock_waits import lock_wait_bounded
 from .store.sql import Select
 from .store.unanswered import give_back_unanswered
 
-__all__ = ["DriveReport", "Note", "finish", "run_due_jobs"]
+__all__ = ["DriveReport", "Note", "run_due_jobs", "wait_for_passes"]
 
 logger = logging.getLogger("django_leasejobs")
 
@@ -82,7 +82,7 @@ def _fire_schedules(using: str, jobs: set[str] | None, report: DriveReport) -> N
     now = get_clock().now(using)
     try:
         with lock_wait_bounded(using):
-            problems = schedules.drive_schedules(now, jobs)
+            problems = schedules.handle_schedules(now, jobs)
     except DatabaseError as exc:
         if connection_lost(using):
             raise  # an outage: the drive cannot run (D4)
@@ -243,11 +243,11 @@ def run_due_jobs(
     if concurrency == 1:
         drive_on_this_thread(cursor)
     elif dispatcher is not None:
-        dispatcher.drive(cursor, wait=False)
+        dispatcher.hand_out(cursor, wait=False)
     else:
         own = Dispatcher(concurrency)
         try:
-            own.drive(cursor, wait=True)
+            own.hand_out(cursor, wait=True)
         finally:
             own.close()
     # F4: a connection the database ended during the drive is opened anew for what follows;
@@ -259,7 +259,9 @@ def run_due_jobs(
     return report
 
 
-def finish(dispatcher: Dispatcher, give_up: Callable[[], bool] | None = None) -> DriveReport:
+def wait_for_passes(
+    dispatcher: Dispatcher, give_up: Callable[[], bool] | None = None
+) -> DriveReport:
     """Wait for *dispatcher*'s passes in flight; return the report of their outcomes (W5).
 
     Once *give_up* says so, those still running are abandoned (F13).
@@ -267,8 +269,8 @@ def finish(dispatcher: Dispatcher, give_up: Callable[[], bool] | None = None) ->
     report = DriveReport()
     options = DriveOptions(router.db_for_write(Run), MappingProxyType({}), 1, lambda: False)
     cursor = DueCursor([], options, limit=1, tally=Tally(report))
-    dispatcher.finish(cursor, give_up)
-    cursor.finish()
+    dispatcher.wait_for_passes(cursor, give_up)
+    cursor.end()
     return report
 
 

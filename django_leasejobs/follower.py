@@ -42,7 +42,7 @@ class Follower:
         #: Once its BEGIN was sent with a commit: the claim, ``begun`` saying whether it wrote.
         self.claimed: Claimed | None = None
 
-    def take(self) -> Claimed | None:
+    def claim_to_carry(self) -> Claimed | None:
         """The next run's claim, taken out of the claims made ahead, if its BEGIN may go now.
 
         ``None`` when the drive may not begin another pass, or the claim is
@@ -52,7 +52,7 @@ class Follower:
         """
         if self._taken is not None or not self._may():
             return None
-        self._taken = self._claims.take(self.run_id)
+        self._taken = self._claims.withdraw(self.run_id)
         return None if self._taken is None else self._taken[1]
 
     def sent(self, began: bool | None) -> None:
@@ -64,7 +64,7 @@ class Follower:
         flight: whether it began is not known, and the claim is left to its
         lease (L3 charges it only if it had begun).
         """
-        assert self._taken is not None, "sent() without take()"
+        assert self._taken is not None, "sent() without claim_to_carry()"
         prefix, claimed = self._taken
         if began is None:
             self._claims.restore(self.run_id, prefix, claimed)

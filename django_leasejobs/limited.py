@@ -26,7 +26,7 @@ class Limited:
     Once a pass of a key was throttled, the key's other runs in the snapshot
     would be too: claiming each only to let it go costs three statements a
     run. The drive steps over them instead and, at its end, moves them all to
-    the throttled run's new due time in one statement (:func:`store.hold_back`),
+    the throttled run's new due time in one statement (:func:`store.throttle_unclaimed`),
     so they neither fill the next snapshot nor keep the runs behind them
     waiting (C4).
     """
@@ -38,7 +38,7 @@ class Limited:
     def reached(self, job: str, throttled: Throttled) -> None:
         self._reached[(job, throttled.key)] = throttled
 
-    def holds_back(self, key: DueKey) -> bool:
+    def throttles(self, key: DueKey) -> bool:
         """Whether *key*'s run belongs to a key at its limit (and is now held back)."""
         found = (key.job, key.limit_key)
         if found not in self._reached or key.took_over:
@@ -46,13 +46,15 @@ class Limited:
         self._held.setdefault(found, []).append(key.id)
         return True
 
-    def hold_back(self, report: DriveReport) -> int:
+    def throttle_rest(self, report: DriveReport) -> int:
         """Move the runs stepped over; return how many moved. Never fails the drive."""
         moved = 0
         for found, ids in self._held.items():
             throttled = self._reached[found]
             try:
-                moved += store.hold_back(ids, throttled.which, throttled.until, throttled.wait)
+                moved += store.throttle_unclaimed(
+                    ids, throttled.which, throttled.until, throttled.wait
+                )
             except DatabaseError as exc:
                 report.errors.append(Note("", f"limited runs not held back: {describe(exc)}"))
         return moved

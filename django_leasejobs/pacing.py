@@ -34,7 +34,7 @@ from .errors import describe
 from .holder import current_holder
 from .leases import Claimed, Countdown
 from .store import alias
-from .store.ahead import give_back, owner_of, take_ahead
+from .store.ahead import claim_ahead, give_back, owner_of
 from .store.unanswered import note
 
 if TYPE_CHECKING:
@@ -130,7 +130,7 @@ class Claims:
         with self._lock:
             return run_id in self._held
 
-    def held(self) -> set[str]:
+    def ids(self) -> set[str]:
         """The ids of the runs whose claims are held."""
         with self._lock:
             return set(self._held)
@@ -138,7 +138,7 @@ class Claims:
     def claim(self, run_ids: list[str], spec: Job) -> None:
         lease = spec.effective_lease
         sent = Countdown.now()  # the round trip counts against the claims (L1)
-        prefix, won = take_ahead(run_ids, lease, current_holder())
+        prefix, won = claim_ahead(run_ids, lease, current_holder())
         with self._lock:
             for run_id, found in won.items():
                 claimed = Claimed(found, owner_of(prefix, run_id), Countdown(lease, sent))
@@ -172,10 +172,10 @@ class Claims:
         given back first (uncharged), so that the run is claimed afresh,
         never counted as an admission miss (L5) it did not make.
         """
-        held = self.take(run_id)
+        held = self.withdraw(run_id)
         return None if held is None else held[1]
 
-    def take(self, run_id: str) -> tuple[str, Claimed] | None:
+    def withdraw(self, run_id: str) -> tuple[str, Claimed] | None:
         """:meth:`pop`, with the claim's prefix, so that it can be :meth:`restore` d."""
         with self._lock:
             held = self._held.pop(run_id, None)

@@ -130,7 +130,7 @@ class RunQuerySet(models.QuerySet["Run"]):
         paused = apps.get_model("leasejobs", "PausedQueue")
         return self.filter(~Exists(paused.objects.filter(queue=OuterRef("queue"))))
 
-    def held_by(self, owner: str) -> RunQuerySet:
+    def owned_by(self, owner: str) -> RunQuerySet:
         """The run *owner* holds, if it still does: the fence of every pass write (L6)."""
         return self.filter(status=RunStatus.RUNNING, lease_owner=owner)
 
@@ -153,7 +153,7 @@ class RunQuerySet(models.QuerySet["Run"]):
         """Runs whose last claim was made by a process of the host *prefix* names (L9)."""
         return self.filter(lease_holder__startswith=prefix)
 
-    def held_by_any(self, owners: list[str]) -> RunQuerySet:
+    def owned_by_any(self, owners: list[str]) -> RunQuerySet:
         """The runs any of *owners* holds: claims made together, each under its own token."""
         return self.filter(status=RunStatus.RUNNING, lease_owner__in=owners)
 

@@ -93,7 +93,7 @@ def drive_for(seconds: float, **options: Any) -> DriveReport:
                 continue
             if dispatcher is not None and dispatcher.pool.busy:
                 # Passes still in flight: their outcomes may make runs due (a retry).
-                combined.merge(driver.finish(dispatcher))
+                combined.merge(driver.wait_for_passes(dispatcher))
                 continue
             wait = due_in(jobs=options.get("jobs"), queues=options.get("queues"))
             if wait is None or wait >= left:
@@ -104,7 +104,7 @@ def drive_for(seconds: float, **options: Any) -> DriveReport:
             if dispatcher is not None:
                 dispatcher.rested()
         if dispatcher is not None:
-            combined.merge(driver.finish(dispatcher))
+            combined.merge(driver.wait_for_passes(dispatcher))
     finally:
         if dispatcher is not None:
             dispatcher.close()

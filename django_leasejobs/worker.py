@@ -32,7 +32,7 @@ from typing import Any
 from django.db import DatabaseError, close_old_connections, reset_queries
 
 from .dispatcher import Dispatcher
-from .driver import DriveReport, concurrency_of, finish, run_due_jobs
+from .driver import DriveReport, concurrency_of, run_due_jobs, wait_for_passes
 from .errors import describe, one_line
 from .listener import Listener
 from .pool import HUNG_GRACE
@@ -128,7 +128,7 @@ class Worker:
             # W5: every pass in flight finishes (or, past --stop-timeout, is released at
             # its next step boundary), and is reported, before the threads close.
             try:
-                last = finish(self._dispatcher, self._shutdown.past_grace)
+                last = wait_for_passes(self._dispatcher, self._shutdown.past_grace)
                 if not last.idle:
                     self.on_report(last)
             finally:

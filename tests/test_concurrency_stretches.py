@@ -61,13 +61,13 @@ def _counting(define, drive, name):
 def claims_made(monkeypatch):
     """Each claim made ahead, as (the thread that made it, how many runs it asked for)."""
     made: list[tuple[str, int]] = []
-    take_ahead = pacing.take_ahead
+    claim_ahead = pacing.claim_ahead
 
     def recorded(run_ids, lease, holder):
         made.append((threading.current_thread().name, len(run_ids)))
-        return take_ahead(run_ids, lease, holder)
+        return claim_ahead(run_ids, lease, holder)
 
-    monkeypatch.setattr(pacing, "take_ahead", recorded)
+    monkeypatch.setattr(pacing, "claim_ahead", recorded)
     return made
 
 

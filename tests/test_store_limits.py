@@ -128,12 +128,12 @@ def test_c4_a_held_back_run_another_worker_claimed_meanwhile_is_left_alone(froze
     """C4: holding back moves only runs still due and unclaimed, never a held lease."""
     from django_leasejobs.ids import new_owner
     from django_leasejobs.states import Throttle
-    from django_leasejobs.store import hold_back
+    from django_leasejobs.store import throttle_unclaimed
 
     now = frozen_clock.now()
     free, taken = (start(LIMITED, QUICK, instance=name).run for name in ("free", "taken"))
     Run.objects.filter(pk=taken.pk).update(lease_owner=new_owner(), next_attempt_at=now + SECOND)
-    assert hold_back([free.pk, taken.pk], Throttle.CONCURRENCY, None, SECOND) == 1
+    assert throttle_unclaimed([free.pk, taken.pk], Throttle.CONCURRENCY, None, SECOND) == 1
     assert fresh(taken).next_attempt_at == now + SECOND
     assert fresh(taken).throttled_by == ""
 

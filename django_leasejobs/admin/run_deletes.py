@@ -30,7 +30,7 @@ from django.views.decorators.csrf import csrf_protect
 from django_leasejobs.models import Run
 from django_leasejobs.querysets import RunQuerySet
 from django_leasejobs.states import RunStatus
-from django_leasejobs.store.deletes import delete_finished, free_of_key, holding_key
+from django_leasejobs.store.deletes import delete_finished, free_of_key, with_live_key
 
 from .common import RunModelAdmin
 from .reading import read_robustly
@@ -128,7 +128,7 @@ class RunDeletes(RunModelAdmin):
         deleted, so it never promises to delete a live one; the confirmed
         delete is :func:`delete_finished`'s, and says how many went.
         """
-        self._report_live(request, holding_key(queryset))
+        self._report_live(request, with_live_key(queryset))
         finished = free_of_key(queryset)
         if not finished.exists():
             return None

@@ -33,8 +33,8 @@ __all__ = [
     "act",
     "cause_of",
     "check_overdue",
-    "drive_schedules",
     "fire_due_schedules",
+    "handle_schedules",
     "live_runs",
     "orphaned",
     "period",
@@ -47,7 +47,7 @@ __all__ = [
 ]
 
 
-def drive_schedules(now: datetime, jobs: set[str] | None) -> list[Problem]:
+def handle_schedules(now: datetime, jobs: set[str] | None) -> list[Problem]:
     """D6, a drive's first phase: sync the rows (S1), fire what is due (S2, S3), send
     ``job_overdue`` (S6). Returns the schedules that could not be handled; every
     other schedule is handled whatever they did.

@@ -7,13 +7,13 @@ answer: 1 = this caller won, 0 = someone else did. No read-then-write, no
 MariaDB. (Retention's prune of idle flow-control slots is the one exception:
 see :func:`.limits.prune_idle`.) Every time in a guard is the database's (:mod:`..clock`, L1), and
 every write a pass makes after it began is fenced by
-``RunQuerySet.held_by(owner)`` (L6).
+``RunQuerySet.owned_by(owner)`` (L6).
 
 The verbs, in the order a run meets them:
 
 * :mod:`.starts` -- :func:`start_as` (a run of a job already found, for each
   origin: ``django_leasejobs.start()`` finds it); :mod:`.batches` -- :func:`start_many`;
-* :mod:`.claims` -- :func:`take` (:func:`claim` and the read-back, one
+* :mod:`.claims` -- :func:`claim_and_read` (:func:`claim` and the read-back, one
   statement where the backend returns rows), :func:`begin`, or :func:`miss`
   -- or :func:`let_go`, a claim of a queue paused since the drive read it (W6);
   :func:`release_dead_holder` (L9); :mod:`.limits` -- :func:`begin_limited`,
@@ -50,16 +50,16 @@ from .claims import (
     AdmissionMiss,
     begin,
     claim,
+    claim_and_read,
     claimed_elsewhere,
     let_go,
     miss,
     read_claimed,
     release_dead_holder,
-    take,
 )
 from .commits import NextBegin, commit, commit_and_begin
-from .deletes import delete_finished, free_of_key, holding_key
-from .limits import Admission, begin_limited, hold_back, rejudge, throttle
+from .deletes import delete_finished, free_of_key, with_live_key
+from .limits import Admission, begin_limited, rejudge, throttle, throttle_unclaimed
 from .queues import is_paused, pause_queue, paused_queues, resume_queue
 from .renewals import record_step, renew
 from .setbacks import defer, hold, settle
@@ -78,6 +78,7 @@ __all__ = [
     "cancel_run",
     "check_key",
     "claim",
+    "claim_and_read",
     "claimed_elsewhere",
     "commit",
     "commit_and_begin",
@@ -86,8 +87,6 @@ __all__ = [
     "free_expired_cancel",
     "free_of_key",
     "hold",
-    "hold_back",
-    "holding_key",
     "is_paused",
     "let_go",
     "miss",
@@ -105,6 +104,7 @@ __all__ = [
     "start_as",
     "start_many",
     "stop_cancelled",
-    "take",
     "throttle",
+    "throttle_unclaimed",
+    "with_live_key",
 ]

@@ -31,7 +31,7 @@ from .claims import read_claimed
 from .sql import AS_IS, KEY, Slots, Statement, returns_rows
 from .unanswered import Unanswered, unanswered_if_lost
 
-__all__ = ["OWNED_FROM", "Ahead", "give_back", "owner_of", "take_ahead"]
+__all__ = ["OWNED_FROM", "Ahead", "claim_ahead", "give_back", "owner_of"]
 
 #: A token claimed ahead is the batch's prefix, then the run's id from here on
 #: (a ULID's last 16 characters, its random part): 26 characters in all.
@@ -69,7 +69,7 @@ def _claim_ahead(count: int) -> Statement:
 
 
 @conflicts_retried
-def take_ahead(run_ids: list[str], lease: timedelta, holder: str) -> tuple[str, Ahead]:
+def claim_ahead(run_ids: list[str], lease: timedelta, holder: str) -> tuple[str, Ahead]:
     """Claim *run_ids* at once, each under its own token; return the prefix and what was won.
 
     A run missing from the result was claimed elsewhere first. One that was
@@ -94,7 +94,7 @@ def _take_ahead(run_ids: list[str], prefix: str, lease: timedelta, holder: str) 
         if not statement.run(using, **values):
             return {}
         owners = [owner_of(prefix, run_id) for run_id in run_ids]
-        won = runs().filter(pk__in=run_ids).held_by_any(owners)
+        won = runs().filter(pk__in=run_ids).owned_by_any(owners)
         return {run.pk: run for run in won}
     except READ_ERRORS as exc:
         why_unreadable(exc, using)  # raises if the connection is lost, not a row
@@ -123,7 +123,7 @@ def give_back(prefix: str, run_ids: list[str]) -> int:
         given = (
             runs()
             .filter(pk__in=run_ids)
-            .held_by_any(owners)
+            .owned_by_any(owners)
             .unbegun()
             .update(lease_owner=None, next_attempt_at=at, updated_at=at)
         )

@@ -26,12 +26,12 @@ from .sql import KEY
 
 __all__ = [
     "CHANNEL",
-    "HELD_SLOTS",
+    "FENCE_SLOTS",
     "alias",
     "conflicts_retried",
+    "fenced",
     "finished",
     "follow_up",
-    "held",
     "new_run",
     "notifies",
     "notify",
@@ -58,17 +58,17 @@ def runs() -> RunQuerySet:
     return Run.objects.using(alias())
 
 
-def held(run_id: str, owner: str, among: RunQuerySet | None = None) -> RunQuerySet:
+def fenced(run_id: str, owner: str, among: RunQuerySet | None = None) -> RunQuerySet:
     """Run *run_id* while *owner* holds it: the fence of every write of a pass (L6).
 
     Of :func:`runs`, or of *among* -- a compiled statement's builder is given
     the queryset of the database it is compiled for.
     """
-    return (runs() if among is None else among).held_by(owner).filter(pk=run_id)
+    return (runs() if among is None else among).owned_by(owner).filter(pk=run_id)
 
 
 #: The slots of :func:`held`'s fence in a compiled statement (:class:`~.sql.Statement`).
-HELD_SLOTS = {"run_id": KEY, "owner": KEY}
+FENCE_SLOTS = {"run_id": KEY, "owner": KEY}
 
 
 def now() -> Combinable:

@@ -18,7 +18,7 @@ from django_leasejobs.models import Run
 from django_leasejobs.querysets import RunQuerySet
 from django_leasejobs.states import FailureCode, RunStatus
 
-from .base import alias, conflicts_retried, finished, held, now, runs
+from .base import alias, conflicts_retried, fenced, finished, now, runs
 from .sql import AS_IS, KEY, Slots, Statement, returns_rows
 from .unanswered import Unanswered, unanswered_if_lost
 
@@ -26,12 +26,12 @@ __all__ = [
     "AdmissionMiss",
     "begin",
     "claim",
+    "claim_and_read",
     "claimed_elsewhere",
     "let_go",
     "miss",
     "read_claimed",
     "release_dead_holder",
-    "take",
 ]
 
 _LEASE = {"run_id": KEY, "owner": KEY, "lease": DurationField()}
@@ -74,7 +74,7 @@ def _begin(*, limited: bool) -> Statement:
     return Statement(
         {"run_id": KEY, "owner": KEY, "margin": DurationField()},
         lambda runs, s: (
-            held(s.run_id, s.owner, runs).unpaused().lease_ends_after(plus(s.now, s.margin)),
+            fenced(s.run_id, s.owner, runs).unpaused().lease_ends_after(plus(s.now, s.margin)),
             {"lease_began_at": s.now, "admission_misses": None, **cleared, "updated_at": s.now},
         ),
     )
@@ -110,7 +110,9 @@ def claim(run_id: str, owner: str, lease: timedelta, holder: str, *, takeover: b
 
 
 @conflicts_retried
-def take(run_id: str, owner: str, lease: timedelta, holder: str, *, takeover: bool) -> Run | None:
+def claim_and_read(
+    run_id: str, owner: str, lease: timedelta, holder: str, *, takeover: bool
+) -> Run | None:
     """:func:`claim` the run and read it back: one statement where the backend returns rows.
 
     Returns the claimed run, or ``None`` when the claim was lost. Raises
@@ -119,10 +121,12 @@ def take(run_id: str, owner: str, lease: timedelta, holder: str, *, takeover: bo
     way may have applied the claim: it is noted, to be given back (F3).
     """
     with unanswered_if_lost(Unanswered(run_id, owner, took_over=takeover)):
-        return _take(run_id, owner, lease, holder, takeover=takeover)
+        return _claim_and_read(run_id, owner, lease, holder, takeover=takeover)
 
 
-def _take(run_id: str, owner: str, lease: timedelta, holder: str, *, takeover: bool) -> Run | None:
+def _claim_and_read(
+    run_id: str, owner: str, lease: timedelta, holder: str, *, takeover: bool
+) -> Run | None:
     using = alias()
     if not returns_rows(using):
         won = claim(run_id, owner, lease, holder, takeover=takeover)
@@ -132,7 +136,7 @@ def _take(run_id: str, owner: str, lease: timedelta, holder: str, *, takeover: b
         return CLAIM[takeover].fetch(using, **values)
     except READ_ERRORS as exc:
         reason = why_unreadable(exc, using)
-    return _unreadable(held(run_id, owner), run_id, reason)
+    return _unreadable(fenced(run_id, owner), run_id, reason)
 
 
 def read_claimed(run_id: str, owner: str) -> Run | None:
@@ -143,7 +147,7 @@ def read_claimed(run_id: str, owner: str) -> Run | None:
     impossible date), carrying what the pass needs to fail it as a malformed
     row (R9, §12).
     """
-    claimed = held(run_id, owner)
+    claimed = fenced(run_id, owner)
     try:
         return claimed.get()
     except Run.DoesNotExist:
@@ -188,7 +192,7 @@ def let_go(run_id: str, owner: str) -> bool:
     """
     at = now()
     return bool(
-        held(run_id, owner).unbegun().update(lease_owner=None, next_attempt_at=at, updated_at=at)
+        fenced(run_id, owner).unbegun().update(lease_owner=None, next_attempt_at=at, updated_at=at)
     )
 
 
@@ -229,7 +233,7 @@ def miss(run_id: str, owner: str, note: str) -> AdmissionMiss | None:
     at = now()
     with transaction.atomic(using=alias()):
         released = (
-            held(run_id, owner)
+            fenced(run_id, owner)
             .unbegun()
             .update(
                 admission_misses=Coalesce("admission_misses", 0) + 1,
@@ -265,7 +269,7 @@ def release_dead_holder(run_id: str, owner: str, holder: str) -> bool:
     """
     at = now()
     return bool(
-        held(run_id, owner)
+        fenced(run_id, owner)
         .claimed_by_process(holder)
         .lease_ends_after(at)
         .update(next_attempt_at=at, updated_at=at)

@@ -25,7 +25,7 @@ from django_leasejobs.models import Run, Step
 from django_leasejobs.querysets import RunQuerySet
 from django_leasejobs.states import RunStatus
 
-from .base import HELD_SLOTS, alias, conflicts_retried, finished, follow_up, held, released
+from .base import FENCE_SLOTS, alias, conflicts_retried, fenced, finished, follow_up, released
 from .claims import BEGIN
 from .sql import AS_IS, Paired, Slots, Statement
 from .unanswered import Unanswered, unanswered_if_lost
@@ -65,11 +65,11 @@ def _commit(
             values["has_steps"] = False
         if idle:
             values["idle_passes"] = s.idle_passes
-        fenced = held(s.run_id, s.owner, runs)
-        return (fenced.filter(rerun_requested=False) if quiet else fenced), values
+        rows = fenced(s.run_id, s.owner, runs)
+        return (rows.filter(rerun_requested=False) if quiet else rows), values
 
     fields = {"cursor": AS_IS, "counters": AS_IS, "total": AS_IS, "result": AS_IS}
-    return Statement({**HELD_SLOTS, **fields, "idle_passes": AS_IS}, build)
+    return Statement({**FENCE_SLOTS, **fields, "idle_passes": AS_IS}, build)
 
 
 class NextBegin(NamedTuple):

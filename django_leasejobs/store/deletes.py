@@ -25,7 +25,7 @@ from django_leasejobs.models import Missed, Run, Schedule, Step, TaskAttempt
 
 from .base import alias, conflicts_retried, runs
 
-__all__ = ["delete_finished", "free_of_key", "holding_key"]
+__all__ = ["delete_finished", "free_of_key", "with_live_key"]
 
 #: The most runs one transaction deletes: one parameter each, within SQLite's 999.
 BATCH = 500
@@ -33,7 +33,7 @@ BATCH = 500
 ROUNDS = 3
 
 
-def holding_key(rows: QuerySet[Run]) -> QuerySet[Run]:
+def with_live_key(rows: QuerySet[Run]) -> QuerySet[Run]:
     """The runs of *rows* that hold their coalescing key: never deleted (A7)."""
     return rows.filter(live_key__isnull=False)
 

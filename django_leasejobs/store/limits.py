@@ -31,7 +31,7 @@ from django_leasejobs.limits import Limit, Rate
 from django_leasejobs.models import RateState, Run, Slot
 from django_leasejobs.states import Throttle
 
-from .base import alias, conflicts_retried, held, now, runs
+from .base import alias, conflicts_retried, fenced, now, runs
 from .claims import BEGIN_LIMITED
 from .unanswered import Unanswered, unanswered_if_lost
 
@@ -40,12 +40,12 @@ __all__ = [
     "THROTTLE_WAIT_MIN",
     "Admission",
     "begin_limited",
-    "hold_back",
     "prune_idle",
     "rate_states",
     "rejudge",
     "slots_in_use",
     "throttle",
+    "throttle_unclaimed",
 ]
 
 #: How soon a run refused a concurrency slot is due again, at most (C2: "within
@@ -179,7 +179,7 @@ def throttle(
     """
     at = now()
     return bool(
-        held(run_id, owner)
+        fenced(run_id, owner)
         .unbegun()
         .update(
             lease_owner=None,
@@ -191,7 +191,9 @@ def throttle(
 
 
 @conflicts_retried
-def hold_back(run_ids: list[str], which: Throttle, until: datetime | None, wait: timedelta) -> int:
+def throttle_unclaimed(
+    run_ids: list[str], which: Throttle, until: datetime | None, wait: timedelta
+) -> int:
     """C4: runs of a key this drive just found at its limit, due again with the one throttled.
 
     One statement for all of them, none claimed: each is moved only while it

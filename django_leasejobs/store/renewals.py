@@ -26,7 +26,7 @@ from django_leasejobs.clock import plus
 from django_leasejobs.models import Step
 from django_leasejobs.querysets import RunQuerySet
 
-from .base import HELD_SLOTS, alias, conflicts_retried, held, now
+from .base import FENCE_SLOTS, alias, conflicts_retried, fenced, now
 from .sql import AS_IS, KEY, Carried, Slots, Statement
 
 __all__ = ["record_step", "renew"]
@@ -44,11 +44,11 @@ def _renewal(*, with_step: bool, strict: bool = False) -> Statement:
 
     def build(runs: RunQuerySet, s: Slots) -> tuple[RunQuerySet, dict[str, Any]]:
         values = {"next_attempt_at": plus(s.now, s.lease), "updated_at": s.now}
-        fenced = held(s.run_id, s.owner, runs)
-        fenced = fenced.lease_ends_after(s.now) if strict else fenced
-        return fenced, values | ({"has_steps": True} if with_step else {})
+        rows = fenced(s.run_id, s.owner, runs)
+        rows = rows.lease_ends_after(s.now) if strict else rows
+        return rows, values | ({"has_steps": True} if with_step else {})
 
-    return Statement({**HELD_SLOTS, "lease": DurationField()}, build)
+    return Statement({**FENCE_SLOTS, "lease": DurationField()}, build)
 
 
 @conflicts_retried
@@ -67,7 +67,7 @@ def _step(*, strict: bool, began: bool | None = None) -> Carried:
     """
     return Carried(
         _renewal(with_step=True, strict=strict),
-        {**HELD_SLOTS, "lease": DurationField(), "name": KEY, "result": AS_IS, "attempts": AS_IS}
+        {**FENCE_SLOTS, "lease": DurationField(), "name": KEY, "result": AS_IS, "attempts": AS_IS}
         | {"error": AS_IS},
         began=began,
     )

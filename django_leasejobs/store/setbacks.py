@@ -26,7 +26,7 @@ from django_leasejobs.models import Run
 from django_leasejobs.querysets import RunQuerySet
 from django_leasejobs.states import FailureCode, RunStatus
 
-from .base import HELD_SLOTS, alias, conflicts_retried, finished, held, now, released
+from .base import FENCE_SLOTS, alias, conflicts_retried, fenced, finished, now, released
 from .sql import AS_IS, Slots, Statement
 
 __all__ = ["defer", "hold", "settle"]
@@ -46,10 +46,10 @@ def _settle(*, retrying: bool) -> Statement:
             values["next_attempt_at"] = plus(s.now, s.retry_in)
         else:
             values |= finished(RunStatus.FAILED, s.now)
-        return held(s.run_id, s.owner, runs), values
+        return fenced(s.run_id, s.owner, runs), values
 
     fields = {"attempts": AS_IS, "failure_code": AS_IS, "error": AS_IS}
-    return Statement({**HELD_SLOTS, **fields, "retry_in": DurationField()}, build)
+    return Statement({**FENCE_SLOTS, **fields, "retry_in": DurationField()}, build)
 
 
 @conflicts_retried
@@ -80,9 +80,9 @@ def settle(
 
 
 _DEFER = Statement(
-    {**HELD_SLOTS, "delay": DurationField()},
+    {**FENCE_SLOTS, "delay": DurationField()},
     lambda runs, s: (
-        held(s.run_id, s.owner, runs),
+        fenced(s.run_id, s.owner, runs),
         {"next_attempt_at": plus(s.now, s.delay), **released(s.now)},
     ),
 )
@@ -106,7 +106,7 @@ def hold(run: Run, owner: str) -> bool:
     """
     at = now()
     return bool(
-        held(run.pk, owner).update(
+        fenced(run.pk, owner).update(
             status=RunStatus.HELD,
             failure_code=FailureCode.INTERRUPTED,
             next_attempt_at=None,

@@ -41,7 +41,7 @@ from django.db.models import F
 
 from django_leasejobs.errors import connection_lost, drop_lost_connections, one_line
 
-from .base import alias, conflicts_retried, held, notify, now
+from .base import alias, conflicts_retried, fenced, notify, now
 
 __all__ = ["Unanswered", "give_back_unanswered", "note", "noted", "unanswered_if_lost"]
 
@@ -125,7 +125,7 @@ def give_back_unanswered() -> int:
 def _give_back(claim: Unanswered) -> bool:
     """Release *claim*, fenced on its owner token, charging nothing; whether it was still held."""
     at = now()
-    mine = held(claim.run_id, claim.owner)
+    mine = fenced(claim.run_id, claim.owner)
     with transaction.atomic(using=alias()):
         if claim.took_over:
             # Due now as the begun lease the takeover found, its charge undone: the

@@ -166,7 +166,7 @@ def test_f4_l10_a_heartbeat_whose_connection_was_killed_renews_on_a_new_one(defi
         until = time.monotonic() + 3 * lease.total_seconds()
         while time.monotonic() < until:
             thief = new_owner()
-            if store.take(p.run.id, thief, lease, current_holder(), takeover=True):
+            if store.claim_and_read(p.run.id, thief, lease, current_holder(), takeover=True):
                 stolen.append(thief)
                 break
             time.sleep(0.05)
