@@ -35,8 +35,8 @@ from django_leasejobs.holder import current_holder
 from django_leasejobs.ids import new_owner
 from django_leasejobs.models import Run
 from django_leasejobs.pacing import pace
-from django_leasejobs.store.base import now as database_now
 from django_leasejobs.store import unanswered
+from django_leasejobs.store.base import now as database_now
 from django_leasejobs.store.unanswered import give_back_unanswered, note, noted
 from tests.faults.audit import invocations, settled
 from tests.faults.fleet import Fleet
