@@ -8,7 +8,7 @@ using the index and sort every ready row on each poll.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Self, TypeVar
 
 from django.apps import apps
 from django.db import models
@@ -16,9 +16,6 @@ from django.db.models import Count, Exists, OuterRef, Q
 from django.db.models.expressions import Combinable
 
 from .states import LIVE_STATUSES, RunStatus
-
-if TYPE_CHECKING:
-    from .models import Run, Step  # noqa: F401
 
 __all__ = ["RunQuerySet", "lease_in_flight", "live_key"]
 
@@ -41,22 +38,27 @@ def lease_in_flight(now: Combinable) -> Q:
     return Q(lease_began_at__isnull=False, next_attempt_at__gt=now)
 
 
-class RunQuerySet(models.QuerySet["Run"]):
-    def live(self) -> RunQuerySet:
+#: The model a :class:`RunQuerySet` reads: ``Run`` (``models.runs`` builds its manager from
+#: this class, so this module names no model -- no import back, not even for annotations).
+_Run = TypeVar("_Run", bound=models.Model)
+
+
+class RunQuerySet(models.QuerySet[_Run]):
+    def live(self) -> Self:
         """Runs that hold their coalescing key: running or held."""
         return self.filter(status__in=LIVE_STATUSES)
 
-    def finished(self) -> RunQuerySet:
+    def finished(self) -> Self:
         return self.exclude(status__in=LIVE_STATUSES)
 
-    def held(self) -> RunQuerySet:
+    def held(self) -> Self:
         return self.filter(status=RunStatus.HELD)
 
-    def running(self) -> RunQuerySet:
+    def running(self) -> Self:
         """Runs with passes still to come: due, waiting or leased (the status index)."""
         return self.filter(status=RunStatus.RUNNING)
 
-    def of_jobs(self, names: tuple[str, ...], queues: tuple[str, ...] | None) -> RunQuerySet:
+    def of_jobs(self, names: tuple[str, ...], queues: tuple[str, ...] | None) -> Self:
         """Runs of the jobs *names* and, when given, of the *queues* only (D2, W4)."""
         runs = self.filter(job__in=names)
         return runs if queues is None else runs.filter(queue__in=queues)
@@ -72,7 +74,7 @@ class RunQuerySet(models.QuerySet["Run"]):
         )
         return counts
 
-    def due(self, now: Combinable) -> RunQuerySet:
+    def due(self, now: Combinable) -> Self:
         """Runs a drive may claim at *now*: highest priority first, then in due order (D1, D7).
 
         Read in the order of the due index, so a ``LIMIT`` stops the read early
@@ -83,7 +85,7 @@ class RunQuerySet(models.QuerySet["Run"]):
             "-priority", "next_attempt_at", "id"
         )
 
-    def claimable(self, now: Combinable, *, took_over: bool) -> RunQuerySet:
+    def claimable(self, now: Combinable, *, took_over: bool) -> Self:
         """Runs a claim may take at *now* (L2): due, in the form the drive saw (L3).
 
         ``took_over`` picks runs whose last lease had begun (a takeover, which
@@ -93,13 +95,13 @@ class RunQuerySet(models.QuerySet["Run"]):
             status=RunStatus.RUNNING, next_attempt_at__lte=now, lease_began_at__isnull=not took_over
         )
 
-    def leased(self, now: Combinable) -> RunQuerySet:
+    def leased(self, now: Combinable) -> Self:
         """Running runs whose lease has not yet expired at *now*."""
         return self.filter(
             status=RunStatus.RUNNING, lease_owner__isnull=False, next_attempt_at__gt=now
         )
 
-    def waiting(self) -> RunQuerySet:
+    def waiting(self) -> Self:
         """Running runs no lease holds: each falls due at its ``next_attempt_at`` (W1, W3).
 
         A retry's back-off, a ``Defer``, a ``run_after``, a throttled run's
@@ -107,11 +109,11 @@ class RunQuerySet(models.QuerySet["Run"]):
         """
         return self.filter(status=RunStatus.RUNNING, lease_owner__isnull=True)
 
-    def throttled(self) -> RunQuerySet:
+    def throttled(self) -> Self:
         """Waiting runs whose last claim found their job's limit reached (C2, C3, C5)."""
         return self.waiting().exclude(throttled_by="")
 
-    def waiting_for_limit(self) -> RunQuerySet:
+    def waiting_for_limit(self) -> Self:
         """Running runs whose last claim found their job's limit reached, claimed again or not.
 
         What ``leasejobs_status`` counts as waiting for a limit (C5): a drive's
@@ -120,7 +122,7 @@ class RunQuerySet(models.QuerySet["Run"]):
         """
         return self.running().exclude(throttled_by="")
 
-    def unpaused(self) -> RunQuerySet:
+    def unpaused(self) -> Self:
         """Runs of queues no operator has paused (W6).
 
         Read in the statement that reads the runs, so a drive needs no read
@@ -130,42 +132,42 @@ class RunQuerySet(models.QuerySet["Run"]):
         paused = apps.get_model("leasejobs", "PausedQueue")
         return self.filter(~Exists(paused.objects.filter(queue=OuterRef("queue"))))
 
-    def owned_by(self, owner: str) -> RunQuerySet:
+    def owned_by(self, owner: str) -> Self:
         """The run *owner* holds, if it still does: the fence of every pass write (L6)."""
         return self.filter(status=RunStatus.RUNNING, lease_owner=owner)
 
-    def lease_of(self, owner: str | None) -> RunQuerySet:
+    def lease_of(self, owner: str | None) -> Self:
         """Runs whose lease *owner* holds, whatever their status: a lease as it was read.
 
         ``None`` matches runs with no lease, as the column read back says.
         """
         return self.filter(lease_owner=owner)
 
-    def unleased(self) -> RunQuerySet:
+    def unleased(self) -> Self:
         """Runs no lease holds, whatever their status."""
         return self.filter(lease_owner__isnull=True)
 
-    def claimed_by_process(self, holder: str) -> RunQuerySet:
+    def claimed_by_process(self, holder: str) -> Self:
         """Runs whose last claim was made by the process *holder* (host:pid:start, L9)."""
         return self.filter(lease_holder=holder)
 
-    def claimed_on_host(self, prefix: str) -> RunQuerySet:
+    def claimed_on_host(self, prefix: str) -> Self:
         """Runs whose last claim was made by a process of the host *prefix* names (L9)."""
         return self.filter(lease_holder__startswith=prefix)
 
-    def owned_by_any(self, owners: list[str]) -> RunQuerySet:
+    def owned_by_any(self, owners: list[str]) -> Self:
         """The runs any of *owners* holds: claims made together, each under its own token."""
         return self.filter(status=RunStatus.RUNNING, lease_owner__in=owners)
 
-    def lease_ends_after(self, at: Combinable) -> RunQuerySet:
+    def lease_ends_after(self, at: Combinable) -> Self:
         """Runs whose lease, if any, lasts past *at*: unexpired then (L4, L7, L9)."""
         return self.filter(next_attempt_at__gt=at)
 
-    def unbegun(self) -> RunQuerySet:
+    def unbegun(self) -> Self:
         """Runs whose lease, if any, has not begun: a claim let go costs nothing (L2, L5)."""
         return self.filter(lease_began_at__isnull=True)
 
-    def in_flight(self, now: Combinable) -> RunQuerySet:
+    def in_flight(self, now: Combinable) -> Self:
         """Runs whose pass may be running at *now*: a begun, unexpired lease (L4, L6).
 
         Running ones, and those cancelled mid-pass: such a run keeps its lease
@@ -176,7 +178,7 @@ class RunQuerySet(models.QuerySet["Run"]):
             lease_in_flight(now), status__in=(RunStatus.RUNNING, RunStatus.CANCELLED)
         )
 
-    def cancellable(self) -> RunQuerySet:
+    def cancellable(self) -> Self:
         """Runs a cancel may end: live ones, and any other row holding a key (stranded, §11).
 
         Not one cancelled already, whose pass may still be stopping.
@@ -186,11 +188,11 @@ class RunQuerySet(models.QuerySet["Run"]):
             | (Q(live_key__isnull=False) & ~Q(status=RunStatus.CANCELLED))
         )
 
-    def cancelled_by(self, owner: str) -> RunQuerySet:
+    def cancelled_by(self, owner: str) -> Self:
         """The run cancelled while *owner*'s pass was in flight: its key is that pass's to free."""
         return self.filter(status=RunStatus.CANCELLED, lease_owner=owner)
 
-    def cancelled_expired(self, now: Combinable) -> RunQuerySet:
+    def cancelled_expired(self, now: Combinable) -> Self:
         """Runs cancelled mid-pass whose lease has expired at *now*: their pass died with it.
 
         A range of the due index (``status = 'cancelled' AND next_attempt_at <=
@@ -198,14 +200,14 @@ class RunQuerySet(models.QuerySet["Run"]):
         """
         return self.filter(status=RunStatus.CANCELLED, next_attempt_at__lte=now)
 
-    def never_due(self) -> RunQuerySet:
+    def never_due(self) -> Self:
         """``running`` runs with no ``next_attempt_at``: no drive will reach them (§11).
 
         A range of the due index: ``status = 'running' AND next_attempt_at IS NULL``.
         """
         return self.filter(status=RunStatus.RUNNING, next_attempt_at__isnull=True)
 
-    def keyed_not_live(self) -> RunQuerySet:
+    def keyed_not_live(self) -> Self:
         """Rows holding a coalescing key while not live -- a status outside the vocabulary,
         say -- which every start() of that key joins (§11). A cancelled run whose pass is
         still stopping holds its key on purpose and is not one of them.

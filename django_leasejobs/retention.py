@@ -173,7 +173,7 @@ def _fitting(using: str, batch_size: int) -> int:
     return batch_size if limit is None else max(1, min(batch_size, limit - _OTHER_PARAMS))
 
 
-def _old_runs(using: str, cutoff: datetime) -> RunQuerySet:
+def _old_runs(using: str, cutoff: datetime) -> RunQuerySet[Run]:
     """Finished runs that ended before *cutoff*; live runs are excluded whatever their age.
 
     So is a run cancelled while its pass was in flight, until it lets go of its

@@ -135,7 +135,9 @@ def unreadable_entry(run_id: str, reason: str) -> dict[str, Any]:
     return unknown | {"id": run_id, "unreadable": reason}
 
 
-def _read_runs(runs: RunQuerySet, within: RunQuerySet, now: datetime) -> list[dict[str, Any]]:
+def _read_runs(
+    runs: RunQuerySet[Run], within: RunQuerySet[Run], now: datetime
+) -> list[dict[str, Any]]:
     """The runs as entries; a row that cannot be read back is listed as unreadable, not fatal.
 
     Each held run says its step in flight (A8), read for all of them at once.

@@ -54,7 +54,7 @@ class HeldFilter(admin.SimpleListFilter):
         return [("yes", _("Held runs (%(count)d)") % {"count": held_count(request)})]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Run]) -> QuerySet[Run]:
-        return cast(RunQuerySet, queryset).held() if self.value() == "yes" else queryset
+        return cast("RunQuerySet[Run]", queryset).held() if self.value() == "yes" else queryset
 
 
 class ThrottledFilter(admin.SimpleListFilter):
@@ -69,7 +69,7 @@ class ThrottledFilter(admin.SimpleListFilter):
     def queryset(self, request: HttpRequest, queryset: QuerySet[Run]) -> QuerySet[Run]:
         if self.value() != "yes":
             return queryset
-        return cast(RunQuerySet, queryset).throttled()
+        return cast("RunQuerySet[Run]", queryset).throttled()
 
 
 class JobFilter(admin.SimpleListFilter):

@@ -138,7 +138,7 @@ class RunDeletes(RunModelAdmin):
         return None  # back to the list, as Django's action goes
 
     def _report_live(self, request: HttpRequest, keyed: QuerySet[Run]) -> None:
-        found = cast(RunQuerySet, keyed).live_and_stopping()
+        found = cast("RunQuerySet[Run]", keyed).live_and_stopping()
         for n, message in ((found["live"], _LIVE), (found["stopping"], _STOPPING)):
             if n:
                 self.message_user(request, message % {"n": n}, messages.WARNING)

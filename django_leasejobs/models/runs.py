@@ -172,7 +172,7 @@ class Run(models.Model):
         help_text=_("The limit the run waits for: its last claim found it reached (C5)."),
     )
 
-    objects: ClassVar[RunQuerySet] = RunQuerySet.as_manager()  # type: ignore[assignment]
+    objects: ClassVar[RunQuerySet[Run]] = RunQuerySet.as_manager()  # type: ignore[assignment]
 
     class Meta:
         verbose_name = _("run")

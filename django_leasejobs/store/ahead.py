@@ -52,7 +52,7 @@ Ahead = dict[str, Run | UnreadableRow]
 def _claim_ahead(count: int) -> Statement:
     """L2 for *count* runs in one statement: a fresh claim each, never a takeover."""
 
-    def build(runs: RunQuerySet, s: Slots) -> tuple[RunQuerySet, dict[str, Any]]:
+    def build(runs: RunQuerySet[Run], s: Slots) -> tuple[RunQuerySet[Run], dict[str, Any]]:
         ids = [getattr(s, f"run_{n}") for n in range(count)]
         token = Concat(s.prefix, Substr("id", OWNED_FROM + 1), output_field=CharField())
         values = {

@@ -54,11 +54,11 @@ def alias() -> str:
     return router.db_for_write(Run)
 
 
-def runs() -> RunQuerySet:
+def runs() -> RunQuerySet[Run]:
     return Run.objects.using(alias())
 
 
-def fenced(run_id: str, owner: str, among: RunQuerySet | None = None) -> RunQuerySet:
+def fenced(run_id: str, owner: str, among: RunQuerySet[Run] | None = None) -> RunQuerySet[Run]:
     """Run *run_id* while *owner* holds it: the fence of every write of a pass (L6).
 
     Of :func:`runs`, or of *among* -- a compiled statement's builder is given

@@ -38,7 +38,7 @@ _LEASE = {"run_id": KEY, "owner": KEY, "lease": DurationField()}
 
 
 def _claim(*, takeover: bool) -> Statement:
-    def build(runs: RunQuerySet, s: Slots) -> tuple[RunQuerySet, dict[str, Any]]:
+    def build(runs: RunQuerySet[Run], s: Slots) -> tuple[RunQuerySet[Run], dict[str, Any]]:
         values: dict[str, Any] = {
             "lease_owner": s.owner,
             "lease_holder": s.holder,
@@ -157,7 +157,7 @@ def read_claimed(run_id: str, owner: str) -> Run | None:
     return _unreadable(claimed, run_id, reason)
 
 
-def _unreadable(claimed: RunQuerySet, run_id: str, reason: str) -> Run | None:
+def _unreadable(claimed: RunQuerySet[Run], run_id: str, reason: str) -> Run | None:
     """``None`` if the claim is no longer held; else raise :class:`UnreadableRow`."""
     # Only columns every row can hold: its identity and its counts.
     known = claimed.values_list("job", "attempts", "admission_misses").first()

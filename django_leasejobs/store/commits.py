@@ -47,7 +47,7 @@ def _commit(
 ) -> Statement:
     """R3's one UPDATE, in each of its shapes (a finish, a kicked finish, an advance, ...)."""
 
-    def build(runs: RunQuerySet, s: Slots) -> tuple[RunQuerySet, dict[str, Any]]:
+    def build(runs: RunQuerySet[Run], s: Slots) -> tuple[RunQuerySet[Run], dict[str, Any]]:
         values: dict[str, Any] = {
             "cursor": None if no_cursor else s.cursor,
             "counters": s.counters,

@@ -23,7 +23,7 @@ from django.db import IntegrityError, connections, transaction
 from django.db.models import DurationField
 
 from django_leasejobs.clock import plus
-from django_leasejobs.models import Step
+from django_leasejobs.models import Run, Step
 from django_leasejobs.querysets import RunQuerySet
 
 from .base import FENCE_SLOTS, alias, conflicts_retried, fenced, now
@@ -42,7 +42,7 @@ def _renewal(*, with_step: bool, strict: bool = False) -> Statement:
     -- is never revived.
     """
 
-    def build(runs: RunQuerySet, s: Slots) -> tuple[RunQuerySet, dict[str, Any]]:
+    def build(runs: RunQuerySet[Run], s: Slots) -> tuple[RunQuerySet[Run], dict[str, Any]]:
         values = {"next_attempt_at": plus(s.now, s.lease), "updated_at": s.now}
         rows = fenced(s.run_id, s.owner, runs)
         rows = rows.lease_ends_after(s.now) if strict else rows

@@ -35,7 +35,7 @@ __all__ = ["defer", "hold", "settle"]
 # functools.cache is thread-safe; a race builds one statement twice, to equal values.
 @cache
 def _settle(*, retrying: bool) -> Statement:
-    def build(runs: RunQuerySet, s: Slots) -> tuple[RunQuerySet, dict[str, Any]]:
+    def build(runs: RunQuerySet[Run], s: Slots) -> tuple[RunQuerySet[Run], dict[str, Any]]:
         values: dict[str, Any] = {
             "attempts": s.attempts,
             "failure_code": s.failure_code,

@@ -42,7 +42,7 @@ from .slots import Slots
 
 __all__ = ["Builder", "Select", "Statement"]
 
-Builder = Callable[[RunQuerySet, Slots], tuple[RunQuerySet, dict[str, Any]]]
+Builder = Callable[[RunQuerySet[Run], Slots], tuple[RunQuerySet[Run], dict[str, Any]]]
 
 
 class Statement:
@@ -59,7 +59,7 @@ class Statement:
         # A memo shared by every thread: a race compiles one key twice, to equal values.
         self._cache: dict[tuple[str, type, bool], Compiled] = {}
 
-    def queryset(self, using: str, **values: Any) -> tuple[RunQuerySet, dict[str, Any]]:
+    def queryset(self, using: str, **values: Any) -> tuple[RunQuerySet[Run], dict[str, Any]]:
         """The queryset and update values for *values*: what running this is the same as."""
         return self.build(Run.objects.using(using), Slots(self.fields, values))
 
