@@ -20,11 +20,11 @@ from .admission import admit, claim
 from .conclusion import Ending, conclude
 from .exceptions import UnreadableRow
 from .heartbeat import Heartbeat
+from .hung import bounded
 from .known import known_as
 from .leases import Lease
 from .outcome import Outcome
 from .passes import Pass
-from .pool import bounded
 from .states import PassOutcome
 from .tracing import finished, pass_span
 

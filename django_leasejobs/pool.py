@@ -20,8 +20,8 @@ or not. So a worker whose passes ran dry holds no connection for them, and
 a server at ``max_connections`` gets back what this worker is not using.
 
 A pass that hangs costs its thread, not the pool (F13). A pass declares how
-long it may run (:func:`bounded`: its job's ``timeout``, plus
-:data:`HUNG_GRACE`); one whose thread is still in it past that is
+long it may run (:func:`~.hung.bounded`: its job's ``timeout``, plus
+:data:`~.hung.HUNG_GRACE`); one whose thread is still in it past that is
 *abandoned*: its call is handed back as :class:`Abandoned`, and a new
 thread takes its place, so *size* threads stay able to run passes -- up to
 *size* abandoned threads at once, after which a hung pass simply holds its
@@ -39,22 +39,19 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any, NamedTuple
 
 from django.db import close_old_connections, connections
 
 from .errors import drop_lost_connections
+from .hung import Slot, on_this_thread
 
-__all__ = ["HUNG_GRACE", "IDLE_CLOSE", "Abandoned", "Done", "Pool", "Unstarted", "bounded"]
+__all__ = ["IDLE_CLOSE", "Abandoned", "Done", "Pool", "Unstarted"]
 
 logger = logging.getLogger("django_leasejobs")
 
 #: How long an idle thread waits for a call before it gives back its connection (F10).
 IDLE_CLOSE = 1.0
-#: How long past its declared bound a pass may still return before its thread is given up.
-HUNG_GRACE = 1.0
 
 
 class Abandoned(Exception):
@@ -77,41 +74,6 @@ class _Call(NamedTuple):
     tag: Any
     call: Any
     generation: int
-
-
-class _Slot:
-    """What one thread is running, and until when it may (under :attr:`lock`)."""
-
-    __slots__ = ("abandoned", "deadline", "lock", "tag")
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.tag: Any = None
-        self.deadline: float | None = None
-        self.abandoned = False
-
-
-_local = threading.local()
-
-
-@contextmanager
-def bounded(seconds: float | None) -> Iterator[None]:
-    """Declare that the calling pass may run *seconds* more (``None``: unbounded) (F13).
-
-    On a pool thread, a pass still in this block :data:`HUNG_GRACE` after
-    that is abandoned and its thread replaced. Elsewhere it does nothing.
-    """
-    slot: _Slot | None = getattr(_local, "slot", None)
-    if slot is None or seconds is None:
-        yield
-        return
-    with slot.lock:
-        slot.deadline = time.monotonic() + seconds + HUNG_GRACE
-    try:
-        yield
-    finally:
-        with slot.lock:
-            slot.deadline = None
 
 
 def _persistent() -> bool:
@@ -138,7 +100,7 @@ class Pool:
         self._calls: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
         self._done: queue.SimpleQueue[Done] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
-        self._slots: dict[threading.Thread, _Slot] = {}
+        self._slots: dict[threading.Thread, Slot] = {}
         #: Threads given up (F13) that have not ended yet.
         self._abandoned: list[threading.Thread] = []
         self._started = 0
@@ -241,7 +203,7 @@ class Pool:
         """Start threads until there is one per call, up to *size* (replacing abandoned ones)."""
         while len(self._threads) < min(self.size, busy):
             self._started += 1
-            slot = _Slot()
+            slot = Slot()
             thread = threading.Thread(
                 target=self._serve, args=(slot,), name=f"{self._name}-{self._started}", daemon=True
             )
@@ -287,8 +249,8 @@ class Pool:
         self._done.put(Done(tag, error=Abandoned(f"pass still running on {thread.name}")))
         return True
 
-    def _serve(self, slot: _Slot) -> None:
-        _local.slot = slot
+    def _serve(self, slot: Slot) -> None:
+        on_this_thread.slot = slot
         generation = -1
         try:
             while (task := self._next()) is not None:

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-from .pool import HUNG_GRACE
+from .hung import HUNG_GRACE
 from .stats import aggregate
 from .times import duration
 

@@ -34,8 +34,8 @@ from django.db import DatabaseError, close_old_connections, reset_queries
 from .dispatcher import Dispatcher
 from .driver import DriveReport, concurrency_of, run_due_jobs, wait_for_passes
 from .errors import describe, one_line
+from .hung import HUNG_GRACE
 from .listener import Listener
-from .pool import HUNG_GRACE
 from .resting import due_in
 from .shutdown import Shutdown, handle_signals
 from .stats import aggregate

@@ -21,12 +21,10 @@ import pytest
 
 from django_leasejobs import RunStatus, pacing, run_due_jobs, signals, start, start_many
 from django_leasejobs import driver as driver_module
-from django_leasejobs.cursor import DueCursor, Tally
-from django_leasejobs.dispatcher import _stretch, _Unclaimed
 from django_leasejobs.due import DriveOptions, DueKey
+from django_leasejobs.handed import Unclaimed, run_stretch
 from django_leasejobs.models import Run
 from django_leasejobs.pacing import BATCH_MAX, STRETCH_MAX, pace
-from django_leasejobs.report import DriveReport
 from tests.models import PassLog
 from tests.processes import django_command
 from tests.utils import fresh, stop_worker, wait_for, waited_out
@@ -108,10 +106,9 @@ def test_w5_s13_short_passes_are_claimed_a_stretch_at_a_time_on_the_pool_threads
     assert claims_made[0][1] == len(runs) // 4
 
 
-def _walk(spec, stop=lambda: False) -> DueCursor:
-    """A drive's walk with nothing in its snapshot: what a stretch reads of its drive."""
-    options = DriveOptions("default", {spec.name: spec}, max_passes=1, stop=stop)
-    return DueCursor([], options, limit=100, tally=Tally(DriveReport()))
+def _options(spec, stop=lambda: False) -> DriveOptions:
+    """What a stretch reads of its drive."""
+    return DriveOptions("default", {spec.name: spec}, max_passes=1, stop=stop)
 
 
 def test_w5_l2_a_stretch_told_to_stop_begins_no_more_and_gives_the_rest_back(
@@ -123,7 +120,7 @@ def test_w5_l2_a_stretch_told_to_stop_begins_no_more_and_gives_the_rest_back(
     spec, began = _counting(define, drive, "t.stretch.stop")
     runs = [start(spec, instance=f"s{n}").run for n in range(BATCH_MAX)]
     keys = [DueKey(run.pk, spec.name, took_over=False) for run in runs]
-    ran = _stretch(_walk(spec, stop=lambda: len(began) >= 2), keys, spec, _Unclaimed())
+    ran = run_stretch(_options(spec, stop=lambda: len(began) >= 2), keys, spec, Unclaimed())
     assert began == [run.pk for run in runs[:2]]  # stopped after two passes of ten
     assert [len(one.outcomes) for one in ran] == [1, 1] + [0] * (BATCH_MAX - 2)
     assert all(one.skipped for one in ran[2:])
@@ -153,7 +150,7 @@ def test_w5_l4_a_stretch_stopped_after_a_finish_that_began_the_next_run_drives_t
 
     signals.run_completed.connect(receiver, weak=False)
     try:
-        ran = _stretch(_walk(spec, stop=lambda: bool(stopping)), keys, spec, _Unclaimed())
+        ran = run_stretch(_options(spec, stop=lambda: bool(stopping)), keys, spec, Unclaimed())
     finally:
         signals.run_completed.disconnect(receiver)
     assert began == [run.pk for run in runs[:2]]  # the first, and the one its finish began

@@ -10,8 +10,9 @@ from __future__ import annotations
 from .attempts import WORKER_ID_LENGTH, TaskAttempt
 from .limits import RateState, Slot
 from .observability import PassStat, PassStatHalfHour, PausedQueue
-from .runs import INSTANCE_LENGTH, JOB_NAME_LENGTH, STEP_NAME_LENGTH, Run, Step
+from .runs import INSTANCE_LENGTH, JOB_NAME_LENGTH, Run
 from .schedules import ACTOR_LENGTH, NOTE_LENGTH, Missed, Schedule
+from .steps import STEP_NAME_LENGTH, Step
 
 __all__ = [
     "ACTOR_LENGTH",

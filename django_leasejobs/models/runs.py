@@ -1,4 +1,4 @@
-"""Runs and their step ledger (SPEC §2).
+"""Runs (SPEC §2); their step ledger is :mod:`.steps`.
 
 Only :mod:`django_leasejobs.store` writes status or lease columns; these
 classes describe the tables and decode what they hold.
@@ -30,10 +30,9 @@ from django_leasejobs.states import (
     Throttle,
 )
 
-__all__ = ["INSTANCE_LENGTH", "JOB_NAME_LENGTH", "STEP_NAME_LENGTH", "Run", "Step"]
+__all__ = ["INSTANCE_LENGTH", "JOB_NAME_LENGTH", "Run"]
 
 INSTANCE_LENGTH = 200
-STEP_NAME_LENGTH = 200
 #: Run columns an outcome sets to the database's time (see ``Run.as_written``).
 _DATABASE_TIMED = frozenset({"updated_at", "ended_at", "next_attempt_at"})
 
@@ -284,53 +283,6 @@ class Run(models.Model):
     def decode_errors(self) -> dict[str, str]:
         """Which JSON columns do not parse, and why (empty when all do)."""
         return {name: value.error for name, value in self.decoded().items() if value.error}
-
-
-class Step(models.Model):
-    """One named step of the pass in flight: the ledger that makes steps run once (R5)."""
-
-    run = models.ForeignKey(
-        Run, on_delete=models.CASCADE, related_name="steps", verbose_name=_("run")
-    )
-    name = KeyField(_("name"), max_length=STEP_NAME_LENGTH)
-    result = models.TextField(
-        _("result (JSON)"), null=True, blank=True, help_text=_("Empty = not completed.")
-    )
-    attempts = models.PositiveIntegerField(_("attempts"), default=0)
-    last_error = models.TextField(_("last error"), blank=True, default="")
-    recorded_at = models.DateTimeField(_("recorded at"))
-    began_at = models.DateTimeField(
-        _("began at"),
-        null=True,
-        blank=True,
-        help_text=_(
-            "For a job not safe to repeat: when the step's function began, written before it "
-            "runs and cleared once the attempt is recorded. Set on a step not completed = the "
-            "step in flight, which may have half-happened (A8)."
-        ),
-    )
-
-    class Meta:
-        verbose_name = _("step")
-        verbose_name_plural = _("steps")
-        constraints = [
-            models.UniqueConstraint(fields=["run", "name"], name="leasejobs_step_run_name"),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.name} ({'done' if self.completed else 'not done'})"
-
-    @property
-    def completed(self) -> bool:
-        return self.result is not None
-
-    @property
-    def in_flight(self) -> bool:
-        """Begun and never recorded: its function may have half-happened (A8)."""
-        return self.began_at is not None and self.result is None
-
-    def decoded_result(self) -> Decoded:
-        return decode(self.result)
 
 
 # functools.cache is thread-safe; its list is shared, and only ever read.
