@@ -116,7 +116,9 @@ def test_s13_a_claim_that_returns_its_row_is_the_update_plus_returning(takeover)
     if not returns_rows("default"):
         # MariaDB cannot return updated rows: its claim is the UPDATE, then a read.
         with CaptureQueriesContext(connection) as captured:
-            claims.take(CLAIM["run_id"], CLAIM["owner"], LEASE, CLAIM["holder"], takeover=takeover)
+            claims.claim_and_read(
+                CLAIM["run_id"], CLAIM["owner"], LEASE, CLAIM["holder"], takeover=takeover
+            )
         sent = [q["sql"] for q in captured.captured_queries]
         assert sent == [_update_sent(statement, CLAIM)]  # lost: nothing to read back
         return

@@ -138,14 +138,14 @@ def test_d4_a_database_error_on_one_run_is_reported_and_the_drive_goes_on(
     broken = start(spec, instance="broken").run
     frozen_clock.advance(timedelta(seconds=1))
     fine = start(spec, instance="fine").run
-    original = store.take
+    original = store.claim_and_read
 
     def flaky_take(run_id, *args, **kwargs):
         if run_id == broken.pk:
             raise DatabaseError("row is on fire")
         return original(run_id, *args, **kwargs)
 
-    monkeypatch.setattr(store, "take", flaky_take)
+    monkeypatch.setattr(store, "claim_and_read", flaky_take)
     report = drive(spec)
     assert report.completed == 1
     assert report.errors[0].run_id == broken.pk
@@ -312,7 +312,7 @@ def test_d1_after_a_lost_claim_the_drive_moves_on_and_the_next_drive_takes_the_r
     worker that won it); what it stepped over is still due, and taken next."""
     spec = define("t.d1.lost", lambda p: p.done())
     runs = [start(spec, instance=f"r{n}").run for n in range(30)]
-    take = store.take
+    take = store.claim_and_read
     lost = []
 
     def take_but_lose_the_first(run_id, *args, **kwargs):
@@ -321,11 +321,11 @@ def test_d1_after_a_lost_claim_the_drive_moves_on_and_the_next_drive_takes_the_r
             return None  # as if another worker had claimed it a moment before
         return take(run_id, *args, **kwargs)
 
-    monkeypatch.setattr(store, "take", take_but_lose_the_first)
+    monkeypatch.setattr(store, "claim_and_read", take_but_lose_the_first)
     monkeypatch.setattr("django_leasejobs.cursor.random.randrange", lambda n: 5)
     first = drive(spec)
     assert first.attempted == 29 - 5  # it stepped over five of the runs behind the lost one
-    monkeypatch.setattr(store, "take", take)
+    monkeypatch.setattr(store, "claim_and_read", take)
     while drive(spec).attempted:
         pass
     assert {fresh(run).status for run in runs} == {RunStatus.DONE}

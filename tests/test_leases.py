@@ -243,14 +243,14 @@ def test_l4_a_slow_claim_reply_by_the_workers_own_count_does_not_begin(
     calls = []
     spec = define("t.l4.slow", lambda p: calls.append(1) or p.done(), lease=LEASE)
     run = start(spec).run
-    take = store.take
+    take = store.claim_and_read
 
     def slow_claim(*args, **kwargs):
         claimed = take(*args, **kwargs)
         worker_clock.now += 50  # the reply came 50 s into a 60 s lease
         return claimed
 
-    monkeypatch.setattr(store, "take", slow_claim)
+    monkeypatch.setattr(store, "claim_and_read", slow_claim)
     report = drive(spec)
     assert calls == []
     assert report.superseded == 1

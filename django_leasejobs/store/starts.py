@@ -22,6 +22,7 @@ from django_leasejobs.routing import priority_problem, queue_problem
 from django_leasejobs.states import LIVE_STATUSES, RunOrigin, RunStatus
 from django_leasejobs.tracing import carrier
 
+from .announce import announcer
 from .base import CHANNEL, alias, conflicts_retried, new_run, notifies, now, runs
 from .cancels import free_expired_cancel
 from .sql import Insert, Unnest, insert_ignoring, returns_rows
@@ -195,7 +196,23 @@ def insert(
     values["trace_context"] = carrier()  # O3: the starter's trace, for its passes to link to
     values["run_after"] = run_after
     # A run due later wakes nobody: the first drive after it is due finds it.
-    notify = notifies(using) and (run_after is None or run_after <= timezone.now())
+    if not notifies(using) or (run_after is not None and run_after > timezone.now()):
+        return _inserted(using, values, rows, notify=False, deferred=deferred)
+    # In autocommit, one notifying commit in flight per process: the lock PostgreSQL
+    # takes at such a commit would queue every other (§13, :mod:`.announce`).
+    notice = announcer.notice(using)
+    inserted: list[Run] = []
+    try:
+        inserted = _inserted(using, values, rows, notify=notice.carries, deferred=deferred)
+    finally:
+        announcer.done(using, notice, wrote=bool(inserted))
+    return inserted
+
+
+def _inserted(
+    using: str, values: dict[str, Any], rows: list[Row], *, notify: bool, deferred: bool
+) -> list[Run]:
+    """The one statement of :func:`insert` where the backend returns rows."""
     if len(rows) > 1 and _UNNEST.works(using):
         return _UNNEST.run(using, values, rows, notify=notify, deferred=deferred)
     return _INSERT.run(using, values, rows, notify=notify, deferred=deferred)
