@@ -49,22 +49,10 @@ _QUERYSETS = (
     "RunQuerySet is QuerySet['Run'] and Run's manager is RunQuerySet.as_manager(): the "
     "queryset must name its model. Breaking it means one module for both, or a generic queryset."
 )
-_TASKS = (
-    "The task framework's modules import each other inside functions ('not at the top: it "
-    "imports this module'), so that a @task module imports no models while Django loads apps."
-)
 
 #: Edges (importer, imported) that still close a circle, and why each is still open.
 OPEN_CIRCLES: dict[tuple[str, str], str] = {
     ("querysets", "models"): _QUERYSETS,
-    ("tasks.backend", "tasks.results"): _TASKS,
-    ("tasks.backend", "tasks.scheduled"): _TASKS,
-    ("tasks.calls", "tasks.backend"): _TASKS,
-    ("tasks.options", "tasks.backoff"): _TASKS,
-    ("tasks.options", "tasks.scheduled"): _TASKS,
-    ("tasks.scheduled", "tasks.backend"): _TASKS,
-    ("tasks.scheduled", "tasks.calls"): _TASKS,
-    ("tasks.scheduled", "tasks.execution"): _TASKS,
 }
 
 
