@@ -7,7 +7,13 @@ rule for a task whose worker died.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+import textwrap
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
@@ -22,6 +28,62 @@ from tests import tasks
 from tests.task_helpers import AT_ONCE, Status, drive, needs_task_options, ours, tasks_with
 
 pytestmark = pytest.mark.django_db
+
+#: A module of tasks imported before the app registry is ready -- as Django imports one
+#: that an app's models or AppConfig import -- with every task it defines.
+WHILE_APPS_LOAD = textwrap.dedent(
+    """
+    import json, sys
+
+    from django.apps import apps
+
+    import tests.scheduled_tasks  # and tests.tasks, which it imports
+    from django_leasejobs.registry import registry
+
+    json.dump(
+        {
+            "apps_ready": apps.apps_ready,
+            "models": sorted(
+                name
+                for name in sys.modules
+                if name.endswith(".models") and not name.startswith("django.")
+            ),
+            "scheduled": sorted(j.name for j in registry if j.name.startswith("tests.")),
+        },
+        sys.stdout,
+    )
+    """
+)
+
+
+# -- defining tasks -------------------------------------------------------------------------------
+
+
+def test_tasks_a_module_of_tasks_imports_no_model_while_django_loads_apps():
+    """SPEC §9: ``@task`` builds the backend and reads its options at import, before any model.
+
+    Django may import a module of tasks while it is still loading apps, when
+    importing a model fails. Defining a scheduled task registers its job then
+    too. A process of its own, in which no app has been loaded.
+    """
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", "PYTHONPATH": str(root)}
+    child = subprocess.run(
+        [sys.executable, "-c", WHILE_APPS_LOAD],
+        env=env,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert child.returncode == 0, child.stderr
+    seen = json.loads(child.stdout)
+    assert seen["apps_ready"] is False
+    assert seen["models"] == []  # neither the app's nor the test project's (Django's own: no model)
+    hourly = ["hourly_fragile", "hourly_flaky", "hourly_report", "hourly_required", "hourly_skip"]
+    defined = [f"tests.scheduled_tasks.{name}" for name in [*hourly, "every_two_seconds"]]
+    assert seen["scheduled"] == (sorted(defined) if tasks.PER_TASK_OPTIONS else [])
 
 
 # -- OPTIONS ---------------------------------------------------------------------------------------

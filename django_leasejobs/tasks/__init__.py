@@ -13,6 +13,14 @@ the call resolved once per pass; :mod:`.attempts`, the row each pass adds;
 :mod:`.failures`, what a failure shows) -> :mod:`.finished` (``task_finished``
 at the final outcome) -> :mod:`.results` (the run read back as a
 ``TaskResult``). :mod:`.aliases` names the ``TASKS`` aliases on this backend.
+
+Imports run one way. What defines a task and reads it back --
+:mod:`.options`, :mod:`.backoff`, :mod:`.envelope`, :mod:`.scheduled`,
+:mod:`.results` -- stands below :mod:`.backend`; what runs one --
+:mod:`.aliases`, :mod:`.calls`, :mod:`.finished`, :mod:`.execution` --
+above it. Of those below, only :mod:`.results` imports the models, and the
+backend imports it inside the methods that read runs: a ``@task`` is
+defined with no model loaded.
 """
 
 from __future__ import annotations

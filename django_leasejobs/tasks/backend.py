@@ -6,7 +6,12 @@ transaction; any ``rundueJobs`` drives it (:mod:`.execution`);
 ``get_result()`` reads it back (:mod:`.results`).
 
 This module imports no models at its top: a ``@task`` in a module that
-Django imports while it is still loading apps builds this backend then.
+Django imports while it is still loading apps builds this backend then, and
+``validate_task()`` defines a scheduled task's job (:mod:`.scheduled`). The
+models come in with :mod:`.results` and the store, inside the methods that
+read or write runs. Nothing here runs a task: the modules that do
+(:mod:`.execution`, :mod:`.calls`, :mod:`.finished`) stand above this one
+and find its instances through :mod:`.aliases`.
 """
 
 from __future__ import annotations
@@ -21,12 +26,15 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 
 from django_leasejobs import compat, signals
+from django_leasejobs.codec import encode
 from django_leasejobs.exceptions import TaskGone
 from django_leasejobs.ids import ID_PATTERN, new_id
 from django_leasejobs.policy import MAX_DELAY
 from django_leasejobs.routing import queue_problem
 from django_leasejobs.states import RunOrigin
 
+from . import scheduled
+from .envelope import Envelope
 from .options import TASK_JOB, LeaseJobsTask, TaskOptions
 
 __all__ = ["LeaseJobsBackend"]
@@ -105,6 +113,10 @@ class LeaseJobsBackend(compat.BaseTaskBackend):
             raise compat.InvalidTask(problem)
         if task.run_after is not None and task.run_after > timezone.now() + MAX_DELAY:
             raise compat.InvalidTask(f"run_after must be at most {MAX_DELAY.days} days ahead")
+        if isinstance(task, LeaseJobsTask) and task.schedule is not None:
+            # As the task is defined (its __post_init__ calls this): its job, under
+            # these OPTIONS as the task overrides them. A copy, or an enqueue, finds it.
+            scheduled.define(task, self.task_options.for_task(task))
 
     def enqueue(self, task: compat.AnyTask, args: Any, kwargs: Any) -> compat.AnyTaskResult:
         """Enqueue *task* as one new run, in the caller's transaction (SPEC §9).
@@ -126,11 +138,9 @@ class LeaseJobsBackend(compat.BaseTaskBackend):
             ``OPTIONS`` are invalid (``manage.py check`` says how).
         """
         self._require_app()
-        # Imported here, not at the top: see the module docstring.
-        from django_leasejobs.codec import encode
+        # The models, here and not at the top: see the module docstring.
         from django_leasejobs.store.starts import Route, Row, insert
 
-        from .envelope import Envelope
         from .results import task_result
 
         self.validate_task(task)
@@ -174,8 +184,6 @@ class LeaseJobsBackend(compat.BaseTaskBackend):
 
     def check(self, **kwargs: Any) -> Iterable[checks.CheckMessage]:
         """Misconfiguration, with ``leasejobs.E1xx`` ids (``manage.py check``)."""
-        from .scheduled import import_problem  # not at the top: see the module docstring
-
         where = self._where()
         if not compat.AVAILABLE:
             yield checks.Error(f"{where}: {compat.MISSING}.", id="leasejobs.E101")
@@ -186,7 +194,7 @@ class LeaseJobsBackend(compat.BaseTaskBackend):
         for problem in self.task_options.problems:
             yield checks.Error(f"{where}['OPTIONS']: {problem}.", id="leasejobs.E102")
         for module in self.task_options.scheduled_tasks:
-            if (refused := import_problem(module)) is not None:
+            if (refused := scheduled.import_problem(module)) is not None:
                 yield checks.Error(
                     f"{where}['OPTIONS']['SCHEDULED_TASKS']: module {module!r} does not "
                     f"import ({refused}), so its scheduled tasks are not defined.",

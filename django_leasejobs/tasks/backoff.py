@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -26,9 +27,11 @@ from typing import Any
 from django_leasejobs.exceptions import BackoffFailed
 from django_leasejobs.policy import MAX_DELAY, Retry
 
-from .options import Backoff
+__all__ = ["BackedOff", "Backoff", "BackoffFailed", "delay_of"]
 
-__all__ = ["BackedOff", "BackoffFailed", "delay_of"]
+#: What ``@task(backoff=...)`` is: given the attempt's exception and the task's
+#: result so far, the next attempt's delay -- seconds or a timedelta -- or ``None``.
+Backoff = Callable[[BaseException, Any], object]
 
 
 class _Answer:

@@ -114,20 +114,22 @@ def no_task_call(p: Pass) -> PassResult:
 
 
 def per_run(run: Run) -> Job:
-    """The built-in job as claimed *run*'s pass runs it: its call and its task's options."""
-    base = registry.get(TASK_JOB)
+    """The job as claimed *run*'s pass runs it: its call and its task's options.
+
+    For a run of the built-in job -- the call its payload holds -- and for a
+    scheduled task's, whose job hands its runs here (:func:`.scheduled.per_run`):
+    the task, called with no arguments.
+    """
+    spec = registry.get(run.job)
     try:
-        call = TaskCall.of(run)
+        call = TaskCall.of(run, scheduled.envelope_of(run))
     except ValueError:
-        return dataclasses.replace(base, per_run=None)  # the pass fails in no_task_call()
-    return calling(base, call)
+        return dataclasses.replace(spec, per_run=None)  # the pass fails in no_task_call()
+    return calling(spec, call)
 
 
 def calling(spec: Job, call: TaskCall) -> Job:
-    """*spec* as one pass runs it: the task *call* as its handler, under the call's options.
-
-    For a run of the built-in job and for a scheduled task's alike (:mod:`.scheduled`).
-    """
+    """*spec* as one pass runs it: the task *call* as its handler, under the call's options."""
     return dataclasses.replace(
         spec,
         handler=functools.partial(run_task, call),

@@ -12,7 +12,6 @@ one (:mod:`.scheduled`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
@@ -21,6 +20,8 @@ from django_leasejobs import compat
 from django_leasejobs.job_checks import MIN_LEASE
 from django_leasejobs.known import TASK_JOB
 from django_leasejobs.policy import MAX_DELAY, Retry
+
+from .backoff import BackedOff, Backoff
 
 __all__ = [
     "BACKEND_PATH",
@@ -39,10 +40,6 @@ BACKEND_PATH = "django_leasejobs.tasks.LeaseJobsBackend"
 DEFAULT_RETRY = Retry(max_attempts=1)
 
 KNOWN = ("RETRY", "LEASE", "TIMEOUT", "SAFE_TO_REPEAT", "SCHEDULED_TASKS")
-
-#: What ``@task(backoff=...)`` is: given the attempt's exception and the task's
-#: result so far, the next attempt's delay -- seconds or a timedelta -- or ``None``.
-Backoff = Callable[[BaseException, Any], object]
 
 
 def modules_of(value: object, name: str) -> tuple[tuple[str, ...], str | None]:
@@ -155,8 +152,6 @@ class TaskOptions:
         if task.max_attempts is not None:
             retry = replace(retry, max_attempts=task.max_attempts)
         if task.backoff is not None:
-            from .backoff import BackedOff  # not at the top: it imports this module
-
             retry = BackedOff.of(retry, task.backoff)
         return replace(
             self,
@@ -184,8 +179,8 @@ class LeaseJobsTask(compat.Task):  # type: ignore[type-arg]  # generic in the ba
     ``backoff=fn`` (``fn(exception, task_result)``: the next attempt's delay
     in seconds or a timedelta, or ``None`` to give up; :mod:`.backoff`),
     refused together with ``retry=``. And ``schedule=`` (with ``timezone=``,
-    ``missed=``): a scheduled task, registered as its module is imported
-    (:mod:`.scheduled`).
+    ``missed=``): a scheduled task, registered as its module is imported, when
+    the backend accepts it (:mod:`.scheduled`).
     """
 
     retry: Retry | dict[str, Any] | None = None
@@ -214,12 +209,13 @@ class LeaseJobsTask(compat.Task):  # type: ignore[type-arg]  # generic in the ba
                 f"task {self.module_path}: safe_to_repeat must be True or False, "
                 f"got {self.safe_to_repeat!r}"
             )
+        if self.schedule is None and (self.timezone is not None or self.missed is not None):
+            raise compat.InvalidTask(
+                f"task {self.module_path}: timezone= and missed= need a schedule="
+            )
         # By name: a slots dataclass is a new class, which zero-argument super() misses.
+        # The backend's validate_task(), called there, defines a scheduled task's job.
         compat.Task.__post_init__(self)
-        if self.schedule is not None or self.timezone is not None or self.missed is not None:
-            from .scheduled import define  # not at the top: it imports this module
-
-            define(self)
 
     def _check_standard_names(self) -> None:
         """``max_attempts`` and ``backoff`` as the proposals have them, and never with ``retry``."""

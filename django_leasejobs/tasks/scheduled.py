@@ -40,13 +40,13 @@ from django_leasejobs.exceptions import DuplicateJob, InvalidJob
 from django_leasejobs.registry import Job, registry
 
 from .envelope import Envelope
-from .options import TaskOptions
+from .options import TASK_JOB
 
 if TYPE_CHECKING:
     from django_leasejobs.models import Run
     from django_leasejobs.passes import Pass, PassResult
 
-    from .options import LeaseJobsTask
+    from .options import LeaseJobsTask, TaskOptions
 
 __all__ = [
     "ScheduledTask",
@@ -84,27 +84,26 @@ class ScheduledTask:
         return per_run(runs().get(pk=p.run.id)).handler(p)
 
 
-def define(task: LeaseJobsTask) -> None:
-    """Register scheduled *task* as the job named by its path (at decoration).
+def define(task: LeaseJobsTask, options: TaskOptions) -> None:
+    """Register scheduled *task* as the job named by its path, under *options* (at decoration).
 
-    Raises ``InvalidTask`` naming the task: ``timezone``/``missed`` without a
-    ``schedule``, a task that takes arguments, a schedule or rule a job
-    would refuse, a job of that name already registered by other code.
+    Called by the backend that accepts the task (``validate_task``), with its
+    ``OPTIONS`` as the task overrides them.
+
+    Raises ``InvalidTask`` naming the task: a task that takes arguments, a
+    schedule or rule a job would refuse, a job of that name already
+    registered by other code.
     """
     path = task.module_path
-    if task.schedule is None:
-        raise compat.InvalidTask(f"task {path}: timezone= and missed= need a schedule=")
+    known = registry.get(path) if path in registry else None
+    if known is not None and getattr(known.handler, "func", None) is task.func:
+        return  # the same task again: a copy from .using(), which never changes the schedule
     if needed := _arguments(task):
         raise compat.InvalidTask(
             f"task {path}: a scheduled task takes no arguments, but {needed} "
             f"{'has' if ',' not in needed else 'have'} no default "
             "(each due time calls it with none)"
         )
-    known = registry.get(path) if path in registry else None
-    if known is not None and getattr(known.handler, "func", None) is task.func:
-        return  # the same task again: a copy from .using(), which never changes the schedule
-    backend = _backend(task)
-    options = backend.task_options.for_task(task) if backend is not None else TaskOptions()
     values: dict[str, Any] = {"missed": task.missed} if task.missed is not None else {}
     try:
         registry.register(
@@ -142,16 +141,6 @@ def _arguments(task: LeaseJobsTask) -> str | None:
     return ", ".join(repr(name) for name in needed) or None
 
 
-def _backend(task: LeaseJobsTask) -> Any:
-    from .backend import LeaseJobsBackend  # not at the top: it imports the options
-
-    try:
-        found = compat.task_backends[task.backend]
-    except Exception:  # validate_task already refused an unknown alias
-        return None
-    return found if isinstance(found, LeaseJobsBackend) else None
-
-
 def is_scheduled(job: str) -> bool:
     """Whether *job* is a scheduled task's job registered in this process."""
     return job in registry and isinstance(registry.get(job).handler, ScheduledTask)
@@ -172,13 +161,16 @@ def envelope_of(run: Run) -> Envelope | None:
 
 
 def per_run(run: Run) -> Job:
-    """A scheduled task's job as claimed *run*'s pass runs it: the task call, its options."""
-    from .calls import TaskCall
-    from .execution import calling  # not at the top: it imports the models
+    """A scheduled task's job as claimed *run*'s pass runs it: the task call, its options.
 
-    envelope = envelope_of(run)
-    assert envelope is not None
-    return calling(registry.get(run.job), TaskCall.of(run, envelope))
+    As a run of the built-in job runs: by its ``per_run``
+    (:func:`~.execution.per_run`), found in the registry when the pass is
+    admitted. Not imported: the built-in job runs tasks, and this module is
+    imported as a task is defined, with no models loaded yet.
+    """
+    resolve = registry.get(TASK_JOB).per_run
+    assert resolve is not None  # the built-in job always has one
+    return resolve(run)
 
 
 def import_listed(modules: tuple[str, ...]) -> None:
