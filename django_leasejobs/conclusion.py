@@ -27,7 +27,7 @@ from .models import Run
 from .outcome import SUPERSEDED, Outcome
 from .passes import IDLE_PASSES_WARN, IDLE_WARNING, PassResult
 from .policy import Retry
-from .schedules.store import record_outcome
+from .schedules.writes import record_outcome
 from .states import FailureCode, PassOutcome, RunStatus
 from .times import duration
 from .verdicts import Verdict

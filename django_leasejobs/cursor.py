@@ -1,12 +1,12 @@
-"""A drive's cursor along its snapshot, and the tally of what its runs came to (SPEC D1-D4, C4, W5).
+"""A drive's cursor along its snapshot, and the books of what its runs came to (D1-D4, C4, W5).
 
 A drive reads its snapshot of due runs (D1) and goes along it in order. The
 :class:`DueCursor` is how far along it is: the runs claimed ahead of their
 turn, the keys found at their limit (C4), the queues found paused (W6), the
-runs handed to pool threads and not back yet. The :class:`Tally` is what the
-runs came to, in the drive's report. Two values: the cursor reads the tally
+runs handed to pool threads and not back yet. The :class:`Bookkeeper` is what the
+runs came to, in the drive's report. Two values: the cursor reads the books
 (a drive stops at its limit of runs attempted, or when it was aborted), the
-tally never reads the cursor.
+books never read the cursor.
 
 With ``concurrency=1`` the drive's own thread drives the runs along the
 cursor (:func:`drive_on_this_thread`); with more, a
@@ -28,10 +28,10 @@ from .contained import contained
 from .due import DriveOptions, DueKey
 from .errors import describe, one_line
 from .follower import Follower
+from .full_keys import FullKeys
 from .holder import current_holder
 from .in_turn import NOT_WON, Ran, drive_in_turn
 from .leases import Claimed
-from .limited import Limited
 from .outcome import Outcome
 from .pacing import STRETCH_MAX, Claims, pace
 from .report import DriveReport, Note
@@ -41,12 +41,12 @@ from .stats import aggregate, lost_observers
 if TYPE_CHECKING:
     from .registry import Job
 
-__all__ = ["DueCursor", "Tally", "drive_on_this_thread"]
+__all__ = ["Bookkeeper", "DueCursor", "drive_on_this_thread"]
 
 logger = logging.getLogger("django_leasejobs")
 
 
-class Tally:
+class Bookkeeper:
     """What a drive's runs came to, counted in its report as each ends (D4, O1)."""
 
     def __init__(self, report: DriveReport) -> None:
@@ -88,16 +88,16 @@ class DueCursor:
     """
 
     def __init__(
-        self, keys: list[DueKey], options: DriveOptions, *, limit: int, tally: Tally
+        self, keys: list[DueKey], options: DriveOptions, *, limit: int, books: Bookkeeper
     ) -> None:
         self.keys = keys
         self.options = options
         self.limit = limit
-        self.tally = tally
-        self.report = tally.report
+        self.books = books
+        self.report = books.report
         self.position = 0
         self.claims = Claims()  # runs claimed ahead of their turn, while passes are short (§13)
-        self.limited = Limited()  # keys found at their limit, and their runs held back (C4)
+        self.full_keys = FullKeys()  # keys found at their limit, and their runs held back (C4)
         #: Queues a BEGIN found paused since the snapshot was read: their runs are stepped
         #: over from then on, as the snapshot steps over those paused before it (W6).
         self.paused: set[str] = set()
@@ -118,7 +118,7 @@ class DueCursor:
             if key.queue in self.paused:
                 continue  # W6: paused since the snapshot; a claim made ahead is given back
             spec = self.options.jobs[key.job]
-            if spec.limit is not None and self.limited.throttles(key):
+            if spec.limit is not None and self.full_keys.throttles(key):
                 continue  # C4: not claimed only to be throttled; held back at the end
             return key
         return None
@@ -221,9 +221,9 @@ class DueCursor:
         """
         if ran.error is not None:
             if isinstance(ran.error, DatabaseError):
-                self.tally.failed(key, ran.error, ran.lost)
+                self.books.failed(key, ran.error, ran.lost)
             else:
-                self.tally.broke(key, ran.error)
+                self.books.broke(key, ran.error)
             return
         if ran.skipped or not ran.won or ran.refused:
             return
@@ -232,10 +232,10 @@ class DueCursor:
         outcomes = ran.outcomes
         if outcomes and outcomes[-1].paused:
             outcomes = outcomes[:-1]
-        self.tally.count(key, outcomes, ran.seconds)
+        self.books.count(key, outcomes, ran.seconds)
         for outcome in outcomes:
             if outcome.throttle is not None:
-                self.limited.reached(key.job, outcome.throttle)
+                self.full_keys.reached(key.job, outcome.throttle)
 
     def end(self) -> None:
         """The drive's end: claims not reached given back, limited runs held back (C4).
@@ -247,7 +247,7 @@ class DueCursor:
             self.claims.set_aside()
         else:
             self.claims.give_back()
-            self.report.throttled += self.limited.throttle_rest(self.report)
+            self.report.throttled += self.full_keys.throttle_rest(self.report)
 
 
 def drive_on_this_thread(cursor: DueCursor) -> None:

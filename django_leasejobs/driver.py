@@ -19,7 +19,7 @@ from django.db.transaction import TransactionManagementError
 from . import schedules, store
 from .clock import get_clock
 from .conf import conf
-from .cursor import DueCursor, Tally, drive_on_this_thread
+from .cursor import Bookkeeper, DueCursor, drive_on_this_thread
 from .dispatcher import Dispatcher
 from .due import DriveOptions, DueKey
 from .errors import connection_lost, describe, drop_lost_connections
@@ -238,7 +238,7 @@ def run_due_jobs(
         interrupt,
     )
     cursor = DueCursor(
-        snapshot(specs, taken, conf.SCAN_MAX), options, limit=limit, tally=Tally(report)
+        snapshot(specs, taken, conf.SCAN_MAX), options, limit=limit, books=Bookkeeper(report)
     )
     if concurrency == 1:
         drive_on_this_thread(cursor)
@@ -268,7 +268,7 @@ def wait_for_passes(
     """
     report = DriveReport()
     options = DriveOptions(router.db_for_write(Run), MappingProxyType({}), 1, lambda: False)
-    cursor = DueCursor([], options, limit=1, tally=Tally(report))
+    cursor = DueCursor([], options, limit=1, books=Bookkeeper(report))
     dispatcher.wait_for_passes(cursor, give_up)
     cursor.end()
     return report

@@ -3,7 +3,7 @@
 Each verb is a compare-and-set, so of two operators acting at once one wins
 and the other is told it was so "already". Runs are written through
 :mod:`.store` (the one writer of their status); schedules through
-:mod:`.schedules.store`, and fired by :mod:`.schedules`. Every verb logs who acted.
+:mod:`.schedules.writes`, and fired by :mod:`.schedules`. Every verb logs who acted.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from .models import ACTOR_LENGTH, NOTE_LENGTH, Run, Schedule
 from .registry import Job, get_job
 from .routing import queue_problem
 from .schedules import act, plan
-from .schedules import store as schedule_store
+from .schedules import writes as schedule_writes
 from .schedules.base import schedule_db
 from .states import MissedCause, RunNowRefusal, RunOrigin, RunStatus
 from .store import StartResult
@@ -161,7 +161,7 @@ def pause(job: str | Job, by: str, note: str = "") -> PauseResult:
         raise InvalidNote(f"a pause note is at most {NOTE_MAX} characters")
     row = _schedule(job)
     now = get_clock().now(schedule_db())
-    done = schedule_store.pause(row, now, by, storable_text(note))
+    done = schedule_writes.pause(row, now, by, storable_text(note))
     row.refresh_from_db()
     if done:
         logger.info("Schedule paused job=%s by=%s", row.job, by)
@@ -181,7 +181,7 @@ def resume(job: str | Job, by: str) -> PauseResult:
     get_job(row.job)
     now = get_clock().now(schedule_db())
     with transaction.atomic(using=schedule_db()):
-        done = schedule_store.resume(row, now)
+        done = schedule_writes.resume(row, now)
         missed = 0
         if done and row.next_due_at is not None and row.next_due_at <= now and row.enabled:
             row.last_paused_at, row.resumed_at, row.paused_at = row.paused_at, now, None

@@ -32,7 +32,7 @@ from .clock import get_clock
 from .conf import conf
 from .models import Missed, PassStat, PassStatHalfHour, Run, Step, TaskAttempt
 from .querysets import RunQuerySet
-from .schedules.store import disable_orphans, forget_runs, orphans
+from .schedules.writes import disable_orphans, forget_runs, orphans
 from .store.limits import prune_idle
 from .store.lock_waits import lock_wait_bounded
 

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from django_leasejobs import RunStatus, pause_queue, start, start_many
-from django_leasejobs.cursor import DueCursor, Tally
+from django_leasejobs.cursor import Bookkeeper, DueCursor
 from django_leasejobs.due import DriveOptions, DueKey
 from django_leasejobs.holder import current_holder
 from django_leasejobs.metrics import WorkerMetrics
@@ -27,7 +27,7 @@ LOST = "leasejobs_claims_lost_total"
 
 def _walk(keys):
     options = DriveOptions("default", {}, max_passes=1, stop=lambda: False)
-    return DueCursor(keys, options, limit=1, tally=Tally(DriveReport()))
+    return DueCursor(keys, options, limit=1, books=Bookkeeper(DriveReport()))
 
 
 @pytest.mark.django_db

@@ -16,7 +16,7 @@ import pytest
 from django.db import connections
 
 from django_leasejobs import Retry, contained, start, stats
-from django_leasejobs.cursor import DueCursor, Tally
+from django_leasejobs.cursor import Bookkeeper, DueCursor
 from django_leasejobs.due import DriveOptions, DueKey
 from django_leasejobs.report import DriveReport
 from tests.utils import fresh
@@ -97,7 +97,7 @@ def test_f12_a_claims_lost_hook_that_raises_leaves_the_drive_to_go_on(monkeypatc
     stats.lost_observers.append(_raise)
     keys = [DueKey(f"id{n}", "t.f12.lost", False) for n in range(4)]
     options = DriveOptions("default", {}, max_passes=1, stop=lambda: False)
-    walk = DueCursor(keys, options, limit=10, tally=Tally(DriveReport()))
+    walk = DueCursor(keys, options, limit=10, books=Bookkeeper(DriveReport()))
     monkeypatch.setattr("django_leasejobs.cursor.store.claimed_elsewhere", lambda *a: True)
     walk.lost(keys[0])  # the hook raises
     monkeypatch.setattr("django_leasejobs.cursor.store.claimed_elsewhere", _raise)

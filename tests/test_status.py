@@ -437,7 +437,7 @@ def test_a_database_error_is_a_one_line_command_error(monkeypatch, scheduled):
     def broken(jobs):
         raise OperationalError("server closed the connection\nunexpectedly")
 
-    monkeypatch.setattr("django_leasejobs.status.live_runs", broken)
+    monkeypatch.setattr("django_leasejobs.status_report.live_runs", broken)
     with pytest.raises(CommandError) as info:
         call_command("leasejobs_status")
     assert str(info.value) == (

@@ -23,8 +23,8 @@ from .base import MISSED_MAX, Problem
 from .firing import Window, act, cause_of, fire_due_schedules, plan
 from .overdue import check_overdue
 from .reading import live_runs, orphaned, period, problem, state
-from .store import record_outcome
 from .sync import seen_every, sync_schedules
+from .writes import record_outcome
 
 __all__ = [
     "MISSED_MAX",

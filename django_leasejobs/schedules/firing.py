@@ -24,7 +24,7 @@ from django_leasejobs.store import StartResult, start_as
 from django_leasejobs.times import iso
 
 from .base import MISSED_MAX, Problem, contained, schedule_db, zone_of
-from .store import advance, note_run, record_missed
+from .writes import advance, note_run, record_missed
 
 __all__ = ["Window", "act", "cause_of", "fire_due_schedules", "plan"]
 

@@ -12,7 +12,7 @@ from django_leasejobs.states import ScheduleState
 
 from .base import Problem, contained, schedule_db
 from .reading import live_runs, state
-from .store import close_overdue, open_overdue
+from .writes import close_overdue, open_overdue
 
 __all__ = ["check_overdue"]
 

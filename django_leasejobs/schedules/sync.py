@@ -17,7 +17,7 @@ from django_leasejobs.conf import conf
 from django_leasejobs.models import Schedule
 from django_leasejobs.registry import Job, registry
 
-from . import store
+from . import writes
 from .base import Problem, contained, schedule_db, zone_of
 
 __all__ = ["seen_every", "sync_schedules"]
@@ -50,7 +50,7 @@ def sync_schedules(now: datetime, problems: list[Problem] | None = None) -> list
             stale |= bool(contained(spec.name, problems, partial(_sync, spec, row, now)))
         elif row is not None and row.enabled:
             # Registered here, scheduled no more: this code removed the schedule.
-            store.disable(row)
+            writes.disable(row)
             logger.warning("Schedule disabled (no longer in the code): %s", spec.name)
             stale = True
     _mark_seen(rows, now)
@@ -62,7 +62,7 @@ def _sync(spec: Job, row: Schedule | None, now: datetime) -> bool:
     assert spec.schedule is not None
     tz_name = spec.timezone or settings.TIME_ZONE
     if row is None:
-        store.create(
+        writes.create(
             spec.name,
             {
                 "expression": spec.schedule,
@@ -88,7 +88,7 @@ def _sync(spec: Job, row: Schedule | None, now: datetime) -> bool:
             "next_due_at": cron.next_due(spec.schedule, zone_of(tz_name), row.last_due_at or now),
         }
     # Compare-and-set on what was read: a concurrent drive made the same change.
-    store.redefine(row, values)
+    writes.redefine(row, values)
     return True
 
 
@@ -108,6 +108,6 @@ def _mark_seen(rows: dict[str, Schedule], now: datetime) -> None:
         and (row.seen_at is None or row.seen_at < since)
     ]
     if seen:
-        store.mark_seen(seen, now)
+        writes.mark_seen(seen, now)
         for name in seen:
             rows[name].seen_at = now

@@ -1,6 +1,6 @@
 """``manage.py leasejobs_status``: the schedules, the paused queues and the live runs,
 for an operator without the admin (S6, W6). What it reports is read by
-:mod:`django_leasejobs.status`; this module parses the arguments and renders the tables.
+:mod:`django_leasejobs.status_report`; this module parses the arguments and renders the tables.
 
 The tables write times and durations as the admin does (:mod:`django_leasejobs.times`:
 ``2026-03-01 12:00:00 UTC``, ``2 per 30 s``), in the site's zone, named; ``--json``
@@ -19,7 +19,7 @@ from django.core.management.base import CommandParser
 from django_leasejobs.management.arguments import whole_number
 from django_leasejobs.management.base import LeaseJobsCommand
 from django_leasejobs.states import LeaseState, Throttle
-from django_leasejobs.status import read_status
+from django_leasejobs.status_report import read_status
 from django_leasejobs.times import duration, moment
 
 #: The most live runs one call lists.

@@ -17,10 +17,10 @@ from .report import DriveReport, Note
 if TYPE_CHECKING:
     from .due import DueKey
 
-__all__ = ["Limited"]
+__all__ = ["FullKeys"]
 
 
-class Limited:
+class FullKeys:
     """The keys one drive found at their limit (§14), and the due runs of theirs it stepped over.
 
     Once a pass of a key was throttled, the key's other runs in the snapshot

@@ -17,7 +17,7 @@ from django_leasejobs.retention import prune
 from django_leasejobs.states import MissedRule, RunStatus
 from tests.utils import at
 
-WRITER = ("schedules", "store.py")
+WRITER = ("schedules", "writes.py")
 #: Retention deletes old ledger rows by key as it deletes old runs (S7): history, not state.
 DELETES = ("retention.py",)
 TABLES = (Schedule._meta.db_table, Missed._meta.db_table)
@@ -42,13 +42,13 @@ class Writes:
 
 
 def _in_package(path):
-    """*path* from inside the package: ``("schedules", "store.py")``."""
+    """*path* from inside the package: ``("schedules", "writes.py")``."""
     parts = path.parts
     return parts[len(parts) - parts[::-1].index("django_leasejobs") :]
 
 
 @pytest.mark.django_db
-def test_s1_s7_every_schedule_and_missed_write_is_sent_by_schedules_store(
+def test_s1_s7_every_schedule_and_missed_write_is_sent_by_schedules_writes(
     define, drive, frozen_clock
 ):
     """Sync, firing, a missed window, the overdue episode, outcomes, pause, resume, prune."""
