@@ -12,7 +12,7 @@ import inspect
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import croniter
@@ -25,7 +25,10 @@ from .policy import MAX_DELAY, Retry, delay_problem
 from .routing import priority_problem, queue_problem
 from .states import MissedRule
 
-__all__ = ["MIN_LEASE", "NAME_RE", "PAGE_FIELDS", "Definition", "form_problem", "validate"]
+if TYPE_CHECKING:
+    from .definition import Definition
+
+__all__ = ["MIN_LEASE", "NAME_RE", "PAGE_FIELDS", "form_problem", "validate"]
 
 #: Job names: no whitespace, and no ``|``, which separates job from instance
 #: in the coalescing key (R1).
@@ -77,41 +80,6 @@ def form_problem(form: object) -> str | None:
             "rename the field"
         )
     return None
-
-
-class Definition(Protocol):
-    """What :func:`validate` reads of a job: a ``registry.Job`` (which imports this module)."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def handler(self) -> Callable[..., Any]: ...
-    @property
-    def lease(self) -> timedelta | None: ...
-    @property
-    def retry(self) -> Retry: ...
-    @property
-    def timeout(self) -> timedelta | None: ...
-    @property
-    def stall_after(self) -> timedelta | None: ...
-    @property
-    def safe_to_repeat(self) -> bool: ...
-    @property
-    def heartbeat(self) -> bool: ...
-    @property
-    def limit(self) -> Limit | None: ...
-    @property
-    def queue(self) -> str: ...
-    @property
-    def priority(self) -> int: ...
-    @property
-    def form(self) -> type[forms.Form] | None: ...
-    @property
-    def missed(self) -> str: ...
-    @property
-    def schedule(self) -> str | None: ...
-    @property
-    def timezone(self) -> str | None: ...
 
 
 def validate(spec: Definition) -> None:

@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .limits import Limit
 from .policy import Retry
 
 if TYPE_CHECKING:
+    from .definition import Definition
     from .exceptions import UnreadableRow
     from .models import Run
     from .verdicts import PassRecord
@@ -34,7 +33,6 @@ __all__ = [
     "Claimed",
     "Countdown",
     "Lease",
-    "LeasedJob",
 ]
 
 #: L4: the share of its lease a claim must still have to begin its pass. It is
@@ -123,31 +121,6 @@ class Claimed(NamedTuple):
     begun: bool | None = None
 
 
-class LeasedJob(Protocol):
-    """What a pass reads of its job: a ``registry.Job``, which names the pass's types.
-
-    A protocol, not the class, so that this module, below the registry, does
-    not import it back.
-    """
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def handler(self) -> Callable[..., Any]: ...
-    @property
-    def retry(self) -> Retry: ...
-    @property
-    def timeout(self) -> timedelta | None: ...
-    @property
-    def schedule(self) -> str | None: ...
-    @property
-    def safe_to_repeat(self) -> bool: ...
-    @property
-    def heartbeat(self) -> bool: ...
-    @property
-    def limit(self) -> Limit | None: ...
-
-
 @dataclass(frozen=True, slots=True)
 class Lease:
     """One pass's hold on one run: its identity from the claim to the outcome (L2-L8).
@@ -169,7 +142,7 @@ class Lease:
     """
 
     run: Run
-    spec: LeasedJob
+    spec: Definition
     owner: str
     countdown: Countdown
     record: PassRecord

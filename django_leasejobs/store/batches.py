@@ -16,6 +16,7 @@ from typing import Any
 from django.db import connections
 
 from django_leasejobs.codec import encode
+from django_leasejobs.definition import Definition
 from django_leasejobs.errors import refused_when_full
 from django_leasejobs.exceptions import StartContended
 from django_leasejobs.ids import new_id
@@ -27,7 +28,6 @@ from .base import alias, conflicts_retried, runs
 from .starts import (
     START_ROUNDS,
     Row,
-    Startable,
     StartResult,
     check_key,
     check_run_after,
@@ -47,7 +47,7 @@ CHUNK_MAX = 10_000
 
 @conflicts_retried
 def start_many(
-    spec: Startable, items: Iterable[tuple[str, Any]], *, run_after: datetime | None = None
+    spec: Definition, items: Iterable[tuple[str, Any]], *, run_after: datetime | None = None
 ) -> list[StartResult]:
     """Start or join one run of *spec* per ``(instance, payload)`` item (``start_many()``).
 
@@ -84,7 +84,7 @@ def start_many(
 
 
 def _start_chunk(
-    spec: Startable, chunk: list[Row], run_after: datetime | None
+    spec: Definition, chunk: list[Row], run_after: datetime | None
 ) -> dict[str, StartResult]:
     """Insert the chunk; join the live runs of the keys it found taken. By instance."""
     found: dict[str, StartResult] = {}

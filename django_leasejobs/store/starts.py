@@ -5,16 +5,16 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 from django.db.models import Model
 from django.utils import timezone
 
 from django_leasejobs.codec import encode, storable_text
+from django_leasejobs.definition import Definition
 from django_leasejobs.errors import refused_when_full
 from django_leasejobs.exceptions import InvalidKey, StartContended
 from django_leasejobs.ids import new_id
-from django_leasejobs.limits import Limit
 from django_leasejobs.models import INSTANCE_LENGTH, Run
 from django_leasejobs.policy import MAX_DELAY
 from django_leasejobs.querysets import live_key
@@ -31,7 +31,6 @@ __all__ = [
     "Route",
     "Row",
     "StartResult",
-    "Startable",
     "check_key",
     "check_run_after",
     "insert",
@@ -42,21 +41,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("django_leasejobs")
-
-
-class Startable(Protocol):
-    """What a start reads of its job: a ``registry.Job``, whose ``start()`` calls this module."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def coalesce(self) -> bool: ...
-    @property
-    def limit(self) -> Limit | None: ...
-    @property
-    def queue(self) -> str: ...
-    @property
-    def priority(self) -> int: ...
 
 
 #: How often start() goes round "insert lost, yet no live run found": each
@@ -76,7 +60,7 @@ class StartResult:
 @conflicts_retried
 def start_as(
     origin: RunOrigin,
-    spec: Startable,
+    spec: Definition,
     payload: Any = None,
     *,
     instance: str = "default",
@@ -120,7 +104,7 @@ def start_as(
         )
 
 
-def limit_key_of(spec: Startable, payload: Any, name: str = "limit key") -> str | None:
+def limit_key_of(spec: Definition, payload: Any, name: str = "limit key") -> str | None:
     """C1: the key a new run of *spec* with *payload* is limited under, computed once, here.
 
     Refused naming the job (§11): a key function is the job's code.
@@ -145,7 +129,7 @@ class Route(NamedTuple):
     priority: int
 
 
-def routed(spec: Startable, queue: object, priority: object) -> Route:
+def routed(spec: Definition, queue: object, priority: object) -> Route:
     """*spec*'s own queue and priority, or the overrides given, once they are checked (§11)."""
     queue = spec.queue if queue is None else queue
     priority = spec.priority if priority is None else priority
