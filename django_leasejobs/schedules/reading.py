@@ -14,8 +14,6 @@ from django_leasejobs.states import RunStatus, ScheduleState
 
 from .base import schedule_db, zone_of
 
-# Re-exported while conclusion.py imports it from here; it belongs to .writes.
-
 __all__ = ["live_runs", "orphaned", "period", "problem", "state"]
 
 

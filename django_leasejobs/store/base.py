@@ -67,7 +67,7 @@ def fenced(run_id: str, owner: str, among: RunQuerySet[Run] | None = None) -> Ru
     return (runs() if among is None else among).owned_by(owner).filter(pk=run_id)
 
 
-#: The slots of :func:`held`'s fence in a compiled statement (:class:`~.sql.Statement`).
+#: The slots of :func:`fenced`'s fence in a compiled statement (:class:`~.sql.Statement`).
 FENCE_SLOTS = {"run_id": KEY, "owner": KEY}
 
 
