@@ -80,10 +80,10 @@ def claim_ahead(run_ids: list[str], lease: timedelta, holder: str) -> tuple[str,
     prefix = new_id()[-OWNED_FROM:]  # random: a ULID's first characters are its time
     claims = [Unanswered(run_id, owner_of(prefix, run_id)) for run_id in run_ids]
     with unanswered_if_lost(*claims):
-        return prefix, _claim_ahead(run_ids, prefix, lease, holder)
+        return prefix, _claimed_ahead(run_ids, prefix, lease, holder)
 
 
-def _claim_ahead(run_ids: list[str], prefix: str, lease: timedelta, holder: str) -> Ahead:
+def _claimed_ahead(run_ids: list[str], prefix: str, lease: timedelta, holder: str) -> Ahead:
     using = alias()
     statement = _claim_ahead(len(run_ids))
     values: dict[str, Any] = {f"run_{n}": run_id for n, run_id in enumerate(run_ids)}
