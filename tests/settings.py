@@ -133,3 +133,8 @@ elif _listen == "off":
 if os.environ.get("LEASEJOBS_TEST_PREPARE"):
     _prepare = os.environ["LEASEJOBS_TEST_PREPARE"] != "off"
     LEASEJOBS = {**globals().get("LEASEJOBS", {}), "PREPARE": _prepare}
+
+# A second alias on the same database, as a read replica would be (SPEC §12): Django's test
+# MIRROR points it at the test database; only tests/test_replicas.py routes reads to it
+# (tests/routers.py), so every other test leaves it unused.
+DATABASES["replica"] = {**DATABASES["default"], "TEST": {"MIRROR": "default"}}
