@@ -27,7 +27,7 @@ from django.db import connections
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
-from django_leasejobs import RunStatus, operators, start, store
+from django_leasejobs import RunStatus, driver, operators, start, stats, store
 from django_leasejobs.clock import get_clock
 from django_leasejobs.holder import current_holder
 from django_leasejobs.leases import ENTRY_MARGIN
@@ -128,6 +128,42 @@ def test_replica_a_drive_reads_its_due_snapshot_there_and_claims_and_takes_over_
     assert set(statuses) == {RunStatus.DONE}
     assert any(_is_due_read(sql) for sql in sent.replica), sent.replica
     assert not any(_is_due_read(sql) for sql in sent.default)
+    assert sent.judging_leases_on_replica() == []
+
+
+def test_replica_a_snapshot_behind_the_primary_costs_a_lost_claim_never_a_second_pass(
+    define, drive, monkeypatch
+):
+    """What a lagging replica can do to a drive: hand it a run that another worker has claimed
+    and begun since. The claim (L2) tests due-ness where it writes, so it is lost and nothing
+    runs twice; telling whose claim won (O2) is read on the write alias too."""
+    calls = []
+    spec = define("t.replica.lag", lambda p: calls.append(p.attempt) or p.done())
+    run = start(spec).run
+    read = driver.snapshot
+
+    def behind(*args, **kwargs):
+        keys = read(*args, **kwargs)
+        _leased(run, "worker-7:4182:1:4026531836.7d7e505c")  # meanwhile, on the primary
+        return keys
+
+    lost: list[int] = []
+
+    def observer():
+        lost.append(1)
+
+    monkeypatch.setattr(driver, "snapshot", behind)
+    stats.lost_observers.append(observer)
+    try:
+        with routed() as sent:
+            report = drive(spec)
+    finally:
+        stats.lost_observers.remove(observer)
+
+    assert calls == [], report.as_dict()
+    assert lost == [1]  # won by another worker process, as the write alias says
+    assert Run.objects.get(pk=run.pk).lease_owner == OWNER
+    assert any(_is_due_read(sql) for sql in sent.replica), sent.replica
     assert sent.judging_leases_on_replica() == []
 
 
