@@ -65,6 +65,8 @@ def snapshot(jobs: Iterable[Job], queues: tuple[str, ...] | None, scan_max: int)
     names = tuple(spec.name for spec in jobs)
     if not names:
         return []
+    # The due read may follow a router to a replica (§12): a lagging
+    # snapshot only delays pick-up, as every claim re-tests due-ness where it writes.
     rows = SNAPSHOT.rows(router.db_for_read(Run), names, queues, scan_max)
     return [
         DueKey(run_id, job, bool(began), key or "", queue)
@@ -153,7 +155,9 @@ def _release_dead_holders(
     host = current_holder().split(":", 1)[0]
     if not names:
         return
-    leased = DEAD_HOLDERS.rows(router.db_for_read(Run), names, queues, f"{host}:", scan_max)
+    # Judged where the leases are written (§12): a replica's lag would show a lease
+    # the holder has since renewed or let go.
+    leased = DEAD_HOLDERS.rows(store.alias(), names, queues, f"{host}:", scan_max)
     for run_id, owner, holder in leased:
         if owner and is_gone(holder) and store.release_dead_holder(run_id, owner, holder):
             note = f"lease of {holder} released early: that process is gone"

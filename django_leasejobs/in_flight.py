@@ -58,10 +58,12 @@ def _of(rows: Iterable[_Row]) -> InFlight:
     return InFlight(last_completed=max(done)[1]) if done else NOTHING
 
 
-def _rows(run_ids: list[str]) -> Iterable[tuple[str, str, bool, datetime | None, datetime]]:
+def _rows(
+    run_ids: list[str], using: str | None
+) -> Iterable[tuple[str, str, bool, datetime | None, datetime]]:
     """The ledger rows of *run_ids*, without their results (which may be long)."""
     return (
-        Step.objects.using(router.db_for_read(Step))
+        Step.objects.using(using or router.db_for_read(Step))
         .filter(run_id__in=run_ids)
         .annotate(done=ExpressionWrapper(Q(result__isnull=False), BooleanField()))
         .values_list("run_id", "name", "done", "began_at", "recorded_at")
@@ -69,13 +71,18 @@ def _rows(run_ids: list[str]) -> Iterable[tuple[str, str, bool, datetime | None,
 
 
 def in_flight(run: Run) -> InFlight:
-    """*run*'s step in flight, from one read of its ledger."""
-    return in_flight_of([run.pk])[run.pk]
+    """*run*'s step in flight, from one read of its ledger, where *run* was read."""
+    return in_flight_of([run.pk], using=run._state.db)[run.pk]
 
 
-def in_flight_of(run_ids: list[str]) -> dict[str, InFlight]:
-    """The step in flight of each of *run_ids* (every id a key), in one read."""
+def in_flight_of(run_ids: list[str], using: str | None = None) -> dict[str, InFlight]:
+    """The step in flight of each of *run_ids* (every id a key), in one read.
+
+    Read on *using* -- where the runs were read, so that a page read from the
+    write alias does not name a step from a lagging replica (§12) -- or where
+    the router sends reads.
+    """
     by_run: dict[str, list[_Row]] = {run_id: [] for run_id in run_ids}
-    for run_id, *row in _rows(run_ids):
+    for run_id, *row in _rows(run_ids, using):
         by_run[run_id].append(tuple(row))  # type: ignore[arg-type]
     return {run_id: _of(rows) for run_id, rows in by_run.items()}

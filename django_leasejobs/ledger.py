@@ -123,7 +123,9 @@ class Ledger:
 
     def _steps(self) -> dict[str, Step]:
         if self._memo is None:
-            self._memo = {step.name: step for step in self._lease.run.steps.all()}
+            # Where the pass writes (§12): a router may send the run's own reads to a replica.
+            steps = self._lease.run.steps.using(store.alias())
+            self._memo = {step.name: step for step in steps}
         return self._memo
 
     @staticmethod

@@ -144,7 +144,7 @@ def _read_runs(
     """
     found = list(read_robustly(runs, within))
     held = [run.pk for run in found if isinstance(run, Run) and run.status == RunStatus.HELD]
-    stopped_in = in_flight_of(held) if held else {}
+    stopped_in = in_flight_of(held, using=runs.db) if held else {}
     return [
         unreadable_entry(*run)
         if isinstance(run, Unreadable)

@@ -7,6 +7,7 @@ SQLite by default:
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from pathlib import Path
@@ -133,3 +134,9 @@ elif _listen == "off":
 if os.environ.get("LEASEJOBS_TEST_PREPARE"):
     _prepare = os.environ["LEASEJOBS_TEST_PREPARE"] != "off"
     LEASEJOBS = {**globals().get("LEASEJOBS", {}), "PREPARE": _prepare}
+
+# A second alias on the same database, as a read replica would be (SPEC §12): Django's test
+# MIRROR points it at the test database; only tests/test_replicas.py routes reads to it
+# (tests/routers.py), so every other test leaves it unused. A deep copy: a test that changes
+# the default alias's OPTIONS leaves the replica's as they were.
+DATABASES["replica"] = {**copy.deepcopy(DATABASES["default"]), "TEST": {"MIRROR": "default"}}

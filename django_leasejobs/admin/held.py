@@ -50,7 +50,7 @@ def in_flight_for(run: Run) -> InFlight | None:
         return None
     cache = vars(run)
     if IN_FLIGHT not in cache:
-        cache[IN_FLIGHT] = in_flight_of([run.pk])[run.pk]
+        cache[IN_FLIGHT] = in_flight_of([run.pk], using=run._state.db)[run.pk]
     found: InFlight = cache[IN_FLIGHT]
     return found
 
@@ -59,7 +59,7 @@ def mark_in_flight(runs: list[Run]) -> None:
     """Give each held run of *runs* its step in flight, in one read for the page (or none)."""
     held = [run for run in runs if run.status == RunStatus.HELD and unreadable(run) is None]
     if held:
-        found = in_flight_of([run.pk for run in held])
+        found = in_flight_of([run.pk for run in held], using=held[0]._state.db)
         for run in held:
             vars(run)[IN_FLIGHT] = found[run.pk]
 

@@ -99,10 +99,12 @@ PAUSED = "_leasejobs_queue_paused"
 
 
 def queue_paused(run: Run) -> bool:
-    """Whether *run*'s queue is paused: as the page read it, else read now (one run's page)."""
+    """Whether *run*'s queue is paused: as the page read it, else read now (one run's page),
+    where the run was read (§12: a run page reads the write alias)."""
     cache = vars(run)
     if PAUSED not in cache:
-        cache[PAUSED] = PausedQueue.objects.filter(queue=run.queue).exists()
+        paused = PausedQueue.objects.db_manager(run._state.db)
+        cache[PAUSED] = paused.filter(queue=run.queue).exists()
     return bool(cache[PAUSED])
 
 

@@ -18,6 +18,7 @@ from django_leasejobs.codec import decode
 from django_leasejobs.errors import READ_ERRORS, unreadable_reason
 from django_leasejobs.models import Run
 from django_leasejobs.reading import Unreadable
+from django_leasejobs.store import alias
 from django_leasejobs.times import moment
 
 from .display import json_block, pre, unreadable
@@ -58,7 +59,7 @@ def read_columns(pk: str) -> list[tuple[str, str, Any, str | None]]:
     that can be read is shown as such, and each one that cannot says why,
     without quoting what it holds (an error message may quote a payload).
     """
-    one = Run.objects.filter(pk=pk)
+    one = Run.objects.using(alias()).filter(pk=pk)  # a run page: where runs are written (§12)
     columns: list[tuple[str, str, Any, str | None]] = []
     for field in Run._meta.concrete_fields:
         label, name = str(field.verbose_name), field.attname

@@ -32,6 +32,7 @@ from django.utils.translation import gettext_lazy
 from django_leasejobs import operators
 from django_leasejobs.models import Run
 from django_leasejobs.states import LIVE_STATUSES, RunStatus
+from django_leasejobs.store.base import runs
 
 from .common import page_context
 from .held import in_flight_banner, runs_again
@@ -117,7 +118,7 @@ def valid_actions(run: Run) -> list[str]:
     """The verbs of :data:`PAGE_ACTIONS` valid for *run* as read, in the buttons' order."""
     if unreadable(run) is not None:
         # Nothing but its key matters to a cancel, and the database tests that column itself.
-        return ["cancel"] if Run.objects.cancellable().filter(pk=run.pk).exists() else []
+        return ["cancel"] if runs().cancellable().filter(pk=run.pk).exists() else []
     verbs = []
     if run.status in LIVE_STATUSES or (
         run.live_key is not None and run.status != RunStatus.CANCELLED

@@ -19,6 +19,7 @@ from django.template.response import TemplateResponse
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
+from django_leasejobs import store
 from django_leasejobs.errors import READ_ERRORS, unreadable_reason
 from django_leasejobs.models import Run, Step
 
@@ -212,7 +213,7 @@ class RunAdmin(
         """The step ledger, unless its rows cannot be read back: then say why (SPEC §12)."""
         if obj is not None and unreadable(obj) is None:
             try:
-                steps = list(Step.objects.filter(run_id=obj.pk))
+                steps = list(Step.objects.using(store.alias()).filter(run_id=obj.pk))
             except READ_ERRORS as exc:
                 self.message_user(
                     request,
@@ -233,10 +234,12 @@ class RunAdmin(
 
         Django's own ``get_object`` reads a ``ValueError`` (SQLite's impossible
         date) as "no such run", and lets a ``DatabaseError`` through as a 500.
+        Read where runs are written, whatever the router does with reads: the
+        page judges the lease and offers the actions valid for the run (§12).
         """
         if "\x00" in object_id:
             return None  # PostgreSQL refuses NUL in text: no run has such an id
-        queryset = self.get_queryset(request)
+        queryset = self.get_queryset(request).using(store.alias())
         lookup = {from_field or "pk": object_id}
         try:
             return queryset.get(**lookup)

@@ -5,11 +5,16 @@ half-happened), its result folded when long, and when it was recorded.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
 
+from django_leasejobs import store
 from django_leasejobs.models import Step
 
 from .common import ReadOnlyMixin, StepTabularInline
@@ -34,6 +39,10 @@ class StepInline(ReadOnlyMixin, StepTabularInline):
         "recorded_display",
     )
     readonly_fields = fields
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        """The ledger where the run page read its run: the write alias (§12)."""
+        return super().get_queryset(request).using(store.alias())
 
     @admin.display(description=_("completed"))
     def completed_display(self, step: Step) -> SafeString | str:
