@@ -7,7 +7,7 @@ at once). A second signal exits at once; the lease it held simply expires.
 Nothing the worker does not hold is ever released.
 
 A pass whose handler never returns (F13) does not keep a stopping worker
-alive: :data:`~.pool.HUNG_GRACE` after ``stop_timeout`` the passes still in
+alive: :data:`~.hung.HUNG_GRACE` after ``stop_timeout`` the passes still in
 flight are abandoned (their leases expire, the runs are taken over) and the
 loop ends; should the loop's own thread be the one stuck in a handler
 (``--concurrency 1``), a watchdog flushes the statistics and exits the
