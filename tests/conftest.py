@@ -36,11 +36,72 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """
     kept, elsewhere = [], []
     for item in items:
+        _may_use_the_listeners_alias(item)
         marks = list(item.iter_markers("elsewhere"))
         (elsewhere if any(mark.args[0] for mark in marks) else kept).append(item)
     if elsewhere:
         config.hook.pytest_deselected(items=elsewhere)
         items[:] = kept
+
+
+def _may_use_the_listeners_alias(item: pytest.Item) -> None:
+    """A database test may use the W2 listener's direct alias too, where there is one.
+
+    Behind a transaction pooler ``LISTEN_DATABASE`` names it (``tests/settings.py``), and
+    a worker or listener a test runs in-process opens its LISTEN connection there; Django
+    refuses an alias the test did not list. It is a test mirror of ``default``: nothing
+    is rolled back or flushed on it, and LISTEN writes nothing.
+    """
+    marker = item.get_closest_marker("django_db")
+    if marker is None or "direct" not in settings.DATABASES:
+        return
+    databases = marker.kwargs.get("databases") or ["default"]
+    if databases != "__all__":
+        databases = [*databases, "direct"]
+    item.add_marker(
+        pytest.mark.django_db(*marker.args, **{**marker.kwargs, "databases": databases}),
+        append=False,
+    )
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup):
+    """Through a transaction-pooling PgBouncer, the test database can be dropped at the end.
+
+    Django creates it through the pooler like any database (``CREATE DATABASE``
+    is one statement outside a transaction, which a transaction pooler passes
+    on), and migrates it there. But the pooler keeps its server connections
+    to that database open after the suite's own have closed, and PostgreSQL
+    refuses to drop a database anyone is connected to: so before Django
+    drops it, those server connections are ended -- on the direct alias,
+    since the pooler itself hides them (``tests/settings.py``).
+    """
+    yield
+    if "direct" in settings.DATABASES:
+        _pooled_connections_ended()
+
+
+def _pooled_connections_ended() -> None:
+    """End every other server connection to the test database, the pooler's included."""
+    import psycopg
+    from django.db import connections
+
+    direct = settings.DATABASES["direct"]
+    name = connections["default"].settings_dict["NAME"]
+    connections.close_all()
+    with psycopg.connect(
+        host=direct["HOST"],
+        port=direct["PORT"],
+        user=direct["USER"],
+        password=direct["PASSWORD"],
+        dbname="postgres",
+        autocommit=True,
+    ) as server:
+        server.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = %s AND pid <> pg_backend_pid()",
+            [name],
+        )
 
 
 @pytest.fixture(autouse=True)

@@ -101,6 +101,17 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.mysql":
 if os.environ.get("LEASEJOBS_TEST_DB_NAME"):
     DATABASES["default"]["NAME"] = os.environ["LEASEJOBS_TEST_DB_NAME"]
 
+# Through a transaction-pooling PgBouncer (the py312-django61-pgbouncer env, SPEC §12):
+# DATABASE_URL points at the pooler and LISTEN_DATABASE_URL at the same server directly,
+# the second alias the deployment guide gives the W2 listener, past the pooler. It is a
+# test MIRROR of the default alias: Django's test runner gives it the test database's
+# name and creates nothing for it (tests/conftest.py: how that database is made and
+# dropped through the pooler).
+if os.environ.get("LISTEN_DATABASE_URL"):
+    DATABASES["direct"] = env.db_url("LISTEN_DATABASE_URL")
+    DATABASES["direct"]["NAME"] = DATABASES["default"]["NAME"]
+    DATABASES["direct"]["TEST"] = {"MIRROR": "default"}
+
 # The fault tests (tests/faults/) point a worker at their TCP proxy -- the same server on
 # another port -- and give it the connection options the deployment guide names (F2):
 # LEASEJOBS_TEST_DB_OPTIONS is JSON merged into OPTIONS.
@@ -120,7 +131,7 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # one listening on another database of the same server (NOTIFY is per
 # database, as behind a transaction-pooling PgBouncer nothing comes back),
 # one with NOTIFY turned off.
-LEASEJOBS: dict[str, object]
+LEASEJOBS: dict[str, object] = {"LISTEN_DATABASE": "direct"} if "direct" in DATABASES else {}
 _listen = os.environ.get("LEASEJOBS_TEST_LISTEN")
 if _listen == "elsewhere":
     DATABASES["elsewhere"] = {**DATABASES["default"], "NAME": "postgres", "TEST": {}}
@@ -133,7 +144,7 @@ elif _listen == "off":
 # statement to prepare in a round trip of its own, then only its name and values).
 if os.environ.get("LEASEJOBS_TEST_PREPARE"):
     _prepare = os.environ["LEASEJOBS_TEST_PREPARE"] != "off"
-    LEASEJOBS = {**globals().get("LEASEJOBS", {}), "PREPARE": _prepare}
+    LEASEJOBS = {**LEASEJOBS, "PREPARE": _prepare}
 
 # A second alias on the same database, as a read replica would be (SPEC §12): Django's test
 # MIRROR points it at the test database; only tests/test_replicas.py routes reads to it

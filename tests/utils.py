@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 _CONTROL = ("SAVEPOINT", "RELEASE SAVEPOINT", "ROLLBACK TO SAVEPOINT", "BEGIN", "COMMIT")
@@ -246,6 +248,12 @@ on_sqlite_only = pytest.mark.elsewhere(
 on_a_server_only = pytest.mark.elsewhere(
     _engine() == "sqlite3",
     reason="SQLite's clock is each process's own: a faked wall clock fakes it too",
+)
+#: What only a real transaction-pooling PgBouncer between the tests and PostgreSQL can
+#: show: the py312-django61-pgbouncer env sets LEASEJOBS_TEST_POOLER (.ci/run starts one).
+through_a_pooler_only = pytest.mark.elsewhere(
+    os.environ.get("LEASEJOBS_TEST_POOLER") != "pgbouncer",
+    reason="needs the transaction-pooling PgBouncer of the pgbouncer env",
 )
 #: A fault of the network between a worker and its database (F2, F5) needs a network:
 #: SQLite is a file in the worker's own process.

@@ -23,12 +23,22 @@ pooler lost (``prepared statement ... does not exist``, or a name some other
 client already took on that server) ran nothing: it is sent again
 unprepared, and the alias is not prepared again in this process (logged
 once). ``True`` prepares them everywhere, ``False`` nowhere.
+
+Behind such a pooler a lost statement must fail as unknown, never run as
+another client's: psycopg names a connection's statements ``_pg3_0``,
+``_pg3_1``... as every other connection does, so the server connection a
+pooler hands over may hold another client's ``_pg3_0`` -- whose parameters
+ours would be bound to (a real PgBouncer 1.18 showed it: "bind message
+supplies 29 parameters, but prepared statement "_pg3_0" requires 5"; with a
+matching count, the wrong statement would run). So a connection's names
+start at a random number of its own (:func:`_own_names`).
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import secrets
 import threading
 from typing import Any, NamedTuple
 
@@ -136,6 +146,7 @@ def _preparing_cursor_class() -> type:
             # and would keep no record of what it prepared; restored after,
             # so it never counts the site's queries (nor holds their text).
             raw = self.connection
+            _own_names(raw)
             threshold = raw.prepare_threshold
             if threshold is None:
                 raw.prepare_threshold = _NEVER
@@ -145,6 +156,21 @@ def _preparing_cursor_class() -> type:
                 raw.prepare_threshold = threshold
 
     return Preparing
+
+
+def _own_names(raw: Any) -> None:
+    """Have *raw* (a psycopg connection) name what it prepares as no other connection does.
+
+    psycopg counts its statements' names from 0 on every connection
+    (``_pg3_<n>``, from its prepare manager's counter, which it never resets);
+    started at a random 62-bit number instead, the names of two connections
+    never meet on one server connection, so through a pooler a statement is
+    either the one this connection prepared or unknown (see the module's
+    docstring). Done once, before the connection's first statement is prepared.
+    """
+    manager = raw._prepared
+    if manager._prepared_idx == 0:
+        manager._prepared_idx = secrets.randbits(62) | 1
 
 
 def _lost(alias: str, exc: Exception) -> None:
