@@ -68,7 +68,11 @@ class Sent:
 
 
 def _plain(captured: CaptureQueriesContext) -> list[str]:
-    return [query["sql"].replace('"', "").lower() for query in captured.captured_queries]
+    # PostgreSQL and SQLite quote names with ", MariaDB with `: read without either.
+    return [
+        query["sql"].replace('"', "").replace("`", "").lower()
+        for query in captured.captured_queries
+    ]
 
 
 @contextmanager
