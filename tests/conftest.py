@@ -36,7 +36,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """
     kept, elsewhere = [], []
     for item in items:
-        _may_use_the_listeners_alias(item)
+        _may_use_the_mirror_aliases(item)
         marks = list(item.iter_markers("elsewhere"))
         (elsewhere if any(mark.args[0] for mark in marks) else kept).append(item)
     if elsewhere:
@@ -44,20 +44,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = kept
 
 
-def _may_use_the_listeners_alias(item: pytest.Item) -> None:
-    """A database test may use the W2 listener's direct alias too, where there is one.
+def _may_use_the_mirror_aliases(item: pytest.Item) -> None:
+    """A database test may use the aliases that mirror ``default`` too (``tests/settings.py``).
 
-    Behind a transaction pooler ``LISTEN_DATABASE`` names it (``tests/settings.py``), and
-    a worker or listener a test runs in-process opens its LISTEN connection there; Django
-    refuses an alias the test did not list. It is a test mirror of ``default``: nothing
-    is rolled back or flushed on it, and LISTEN writes nothing.
+    ``direct``, behind a transaction pooler: ``LISTEN_DATABASE`` names it, and a
+    worker or listener a test runs in-process opens its LISTEN connection there.
+    ``replica``, the read replica ``tests/test_replicas.py`` routes reads to: on
+    MariaDB, Django 6.1's ``manage.py check`` asks every alias's server for its
+    version. Django refuses an alias the test did not list; a mirror has nothing
+    rolled back or flushed on it, and neither is written on by the tests.
     """
     marker = item.get_closest_marker("django_db")
-    if marker is None or "direct" not in settings.DATABASES:
+    mirrors = [
+        alias for alias, db in settings.DATABASES.items() if db.get("TEST", {}).get("MIRROR")
+    ]
+    if marker is None or not mirrors:
         return
     databases = marker.kwargs.get("databases") or ["default"]
     if databases != "__all__":
-        databases = [*databases, "direct"]
+        databases = [*databases, *(alias for alias in mirrors if alias not in databases)]
     item.add_marker(
         pytest.mark.django_db(*marker.args, **{**marker.kwargs, "databases": databases}),
         append=False,
