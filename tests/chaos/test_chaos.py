@@ -44,6 +44,7 @@ from django.db import DatabaseError, close_old_connections, connection
 
 from django_leasejobs import RunStatus, start
 from django_leasejobs.models import Run, Schedule
+from tests import watchdog
 from tests.faults.audit import intervals, most_at_once
 from tests.models import Effect
 from tests.processes import command_env, spawned
@@ -163,12 +164,18 @@ def add_bad_rows() -> tuple[list[str], datetime]:
 
 
 def restart_database() -> None:
-    """Restart the database server under the workers' feet (this machine's own server)."""
+    """Restart the database server under the workers' feet (this machine's own server).
+
+    The new server is no process of this test run: started without the run's
+    token (``tests/watchdog.py``), so the watchdog leaves it running when pytest
+    exits, as it found it.
+    """
+    server_env = {name: value for name, value in os.environ.items() if name != watchdog.MARK}
     if connection.vendor == "postgresql":
         version = sorted(os.listdir("/etc/postgresql"))[-1]
         subprocess.run(
             ["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "restart"],
-            check=True, timeout=120,
+            check=True, timeout=120, env=server_env,
         )  # fmt: skip
     else:
         client = ["-h", "127.0.0.1", "-u", "root"]
@@ -185,7 +192,7 @@ def restart_database() -> None:
         subprocess.run(
             ["start-stop-daemon", "--start", "--oknodo", "--background",
              "--exec", "/usr/sbin/mariadbd"],
-            check=True, timeout=60,
+            check=True, timeout=60, env=server_env,
         )  # fmt: skip
         ping = ["mysqladmin", *client, "ping"]
         wait_for(
