@@ -4,6 +4,7 @@
                                [--databases sqlite postgres [mariadb]]
                                [--concurrency 1 [4 ...]] [--io MS] [--cases noop steps]
                                [--prepare | --no-prepare] [--no-stats]
+                               [--postgres-port 6432]
 
 For each database and worker count it measures two cases (see README.md):
 
@@ -18,6 +19,8 @@ For each database and worker count it measures two cases (see README.md):
 as ``rundueJobs --loop --concurrency N`` keeps it); several values measure
 each in turn. ``--io MS`` makes the no-op handler block MS milliseconds after
 it counts, as a call to a slow upstream would (the I/O-bound case of SPEC §13).
+``--postgres-port 6432`` drives PostgreSQL through the transaction-pooling
+PgBouncer ``.ci/pgbouncer start DIR`` runs there (SPEC §12).
 
 Process layout. Django settings are read once per process, so this script
 re-executes itself as a child per (database, case, workers) with
@@ -185,6 +188,9 @@ def main(args: argparse.Namespace) -> int:
         tmp = Path(tmp_name)
         for database in args.databases:
             url = fresh_database(database, tmp)
+            if database == "postgres" and args.postgres_port != 5432:
+                # Created on the server itself; driven through what listens there (a pooler).
+                url = url.replace(":5432/", f":{args.postgres_port}/")
             server_versions[database] = run_child(url, "setup", tmp)["server"]
             for workers in args.workers:
                 for concurrency in args.concurrency:
@@ -508,6 +514,14 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument(
         "--cases", nargs="+", choices=list(JOBS), default=list(JOBS), help="default: noop steps"
+    )
+    parser.add_argument(
+        "--postgres-port",
+        type=int,
+        default=5432,
+        metavar="PORT",
+        help="drive PostgreSQL through PORT on 127.0.0.1 -- a PgBouncer's, .ci/pgbouncer's 6432 "
+        "(the database is still created on the server's 5432; default: 5432, the server)",
     )
     # Internal: how the parent runs one child (see the module docstring).
     parser.add_argument("--child", choices=["setup", *JOBS], help=argparse.SUPPRESS)

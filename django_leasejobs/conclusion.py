@@ -5,7 +5,9 @@ a shutdown -- :class:`~.passes.Verdict`) and an ending (what its handler
 returned or raised). :func:`conclude` maps the two to exactly one of
 ``commit``, ``settle``, ``defer`` or ``hold`` -- or none, when the lease is
 gone. A finish may carry the next run's BEGIN in its own statement
-(``commit_and_begin``, :mod:`.follower`); it is still this pass's one verb.
+(``commit_and_begin``, :mod:`.follower`), and an advance the claim and
+BEGIN of the same run's next pass (``commit_and_go_on``, :mod:`.going_on`);
+either is still this pass's one verb.
 Every function here takes the pass's :class:`~.leases.Lease` whole and
 returns its :class:`~.outcome.Outcome`.
 """
@@ -22,7 +24,9 @@ from . import signals, store
 from .codec import encode
 from .errors import connection_lost, describe
 from .exceptions import DecodeFailed, Defer, NotQueueSafe, StepFailed
-from .leases import TAKEOVER_NOTE, Claimed, Lease
+from .holder import current_holder
+from .ids import new_owner
+from .leases import TAKEOVER_NOTE, Claimed, Countdown, Lease
 from .models import Run
 from .outcome import SUPERSEDED, Outcome
 from .passes import IDLE_PASSES_WARN, IDLE_WARNING, PassResult
@@ -34,6 +38,7 @@ from .verdicts import Verdict
 
 if TYPE_CHECKING:
     from .follower import Follower
+    from .going_on import GoingOn
 
 __all__ = ["Ending", "conclude", "fail", "hold", "send", "settle", "superseded"]
 
@@ -47,11 +52,17 @@ class Ending(NamedTuple):
     error: BaseException | None = None
 
 
-def conclude(lease: Lease, ending: Ending, follower: Follower | None = None) -> Outcome:
+def conclude(
+    lease: Lease,
+    ending: Ending,
+    follower: Follower | None = None,
+    going_on: GoingOn | None = None,
+) -> Outcome:
     """What decided the pass, else how its handler ended, as one store verb (R3-R10, L6).
 
     A finish carries the BEGIN of *follower*, the drive's next run claimed
-    ahead, where it can (:mod:`.follower`).
+    ahead, where it can (:mod:`.follower`); an advance claims and begins the
+    run's next pass where the drive may *go on* with it (:mod:`.going_on`).
     """
     verdict = lease.record.conclude()
     if verdict is Verdict.LOST:
@@ -77,10 +88,12 @@ def conclude(lease: Lease, ending: Ending, follower: Follower | None = None) -> 
         return fail(lease, FailureCode.DECODE_FAILED, describe(ending.error))
     if ending.error is not None:
         return fail(lease, FailureCode.HANDLER_FAILED, describe(ending.error))
-    return _commit(lease, ending.result, follower)
+    return _commit(lease, ending.result, follower, going_on)
 
 
-def _commit(lease: Lease, result: object, follower: Follower | None) -> Outcome:
+def _commit(
+    lease: Lease, result: object, follower: Follower | None, going_on: GoingOn | None
+) -> Outcome:
     """R3: commit what the handler returned, once it is known to be storable."""
     run, record = lease.run, lease.record
     if result is not None and not isinstance(result, PassResult):
@@ -117,6 +130,8 @@ def _commit(lease: Lease, result: object, follower: Follower | None) -> Outcome:
     try:
         if follower is not None and carried is not None:
             committed = _commit_and_begin(lease, follower, carried, changed, written)
+        elif going_on is not None and not done and going_on.may():
+            committed = _commit_and_go_on(lease, going_on, changed, written, drop_steps)
         else:
             committed = store.commit(
                 run,
@@ -190,6 +205,44 @@ def _commit_and_begin(
         )
     follower.sent(began)
     return committed
+
+
+def _commit_and_go_on(
+    lease: Lease,
+    going_on: GoingOn,
+    idle_passes: int | None,
+    written: dict[str, Any],
+    drop_steps: bool,
+) -> bool:
+    """R3's advance with the run's next pass claimed and begun in it (L2, L4); whether it won."""
+    owner = new_owner()
+    # Counted from before the statement is sent, as a claim's: the round trip counts (L1).
+    countdown = Countdown(lease.countdown.lease, Countdown.now())
+    then = store.NextPass(owner, current_holder(), countdown.lease)
+    progress_total = lease.record.progress_total
+    claimed = store.commit_and_go_on(
+        lease.run,
+        lease.owner,
+        then,
+        progress_total=progress_total,
+        drop_steps=drop_steps,
+        idle_passes=idle_passes,
+        **written,
+    )
+    if claimed is not None:
+        going_on.claimed = Claimed(claimed, owner, countdown, begun=True)
+        return True
+    # Nothing written: the lease is gone, or the queue was paused meanwhile (W6). The
+    # advance alone tells which; the drive's next claim then finds the queue paused.
+    return store.commit(
+        lease.run,
+        lease.owner,
+        done=False,
+        progress_total=progress_total,
+        drop_steps=drop_steps,
+        idle_passes=idle_passes,
+        **written,
+    )
 
 
 def _idle_warning(run: Run, idle_passes: int) -> str:

@@ -16,13 +16,15 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from . import store
 from .admission import admit, claim
 from .conclusion import Ending, conclude
 from .exceptions import UnreadableRow
+from .going_on import GoingOn
 from .heartbeat import Heartbeat
 from .hung import bounded
 from .known import known_as
-from .leases import Lease
+from .leases import Claimed, Lease
 from .outcome import Outcome
 from .passes import Pass
 from .states import PassOutcome
@@ -40,29 +42,38 @@ def drive_run(turn: Turn, options: DriveOptions) -> list[Outcome]:
 
     An empty list means the claim was lost: another drive has the run. Each
     pass claims afresh under a new owner token and reads back what the last
-    one committed -- but the first, when the turn came *claimed* already.
+    one committed -- but the first, when the turn came *claimed* already; on
+    a backend whose ``UPDATE`` returns rows, an advance claims and begins the
+    next pass of an unlimited job in its own commit (:mod:`.going_on`).
     The pass that finishes the run carries the BEGIN of the turn's
     *follower*, the drive's next run, in its commit where it can
     (:mod:`.follower`).
     """
     run_id, spec, claimed = turn.key.id, turn.spec, turn.claimed
-    took_over, stop = turn.key.took_over, options.stop
+    took_over, stop, passes = turn.key.took_over, options.stop, options.max_passes
+    # A limited job's BEGIN takes a slot or a rate token: its passes go the long way (C2, C3).
+    goes_on = passes > 1 and spec.limit is None and store.goes_on(options.using)
     outcomes: list[Outcome] = []
-    for number in range(options.max_passes):
-        if number and stop():
+    gone_on: Claimed | None = None  # this pass, claimed and begun in the last one's advance
+    for number in range(passes):
+        if number and gone_on is None and stop():
             break
         first = number == 0
-        if not first or claimed is None:
+        if gone_on is not None:
+            claimed = gone_on
+        elif not first or claimed is None:
             claimed = claim(run_id, spec, took_over=took_over and first)
             if claimed is None:
                 break
         started = time.monotonic()
         admitted = admit(claimed, spec, took_over=took_over and first)
+        going_on = GoingOn(more=number + 1 < passes, stop=stop) if goes_on else None
         outcome = (
             admitted
             if isinstance(admitted, Outcome)
-            else run_pass(admitted, options.interrupt, turn.follower)
+            else run_pass(admitted, options.interrupt, turn.follower, going_on)
         )
+        gone_on = None if going_on is None else going_on.claimed
         found = claimed.found
         if isinstance(found, UnreadableRow):
             run, instance = found.run, None  # its instance could not be read back
@@ -80,6 +91,7 @@ def run_pass(
     lease: Lease,
     interrupt: Callable[[], bool] | None = None,
     follower: Follower | None = None,
+    going_on: GoingOn | None = None,
 ) -> Outcome:
     """Call the handler on its begun *lease*, then conclude the pass (R3-R10, L6, L10)."""
     # L10: a handler with no step boundaries keeps its lease from a side thread.
@@ -97,6 +109,6 @@ def run_pass(
             raise
         except BaseException as exc:  # LeaseLost and PassInterrupted too; SystemExit fails it
             ending = Ending(error=exc)
-        outcome = conclude(lease, ending, follower)
+        outcome = conclude(lease, ending, follower, going_on)
         finished(span, outcome.status, ending.error)
     return outcome

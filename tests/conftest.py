@@ -84,8 +84,16 @@ def django_db_setup(django_db_setup):
     refuses to drop a database anyone is connected to: so before Django
     drops it, those server connections are ended -- on the direct alias,
     since the pooler itself hides them (``tests/settings.py``).
+
+    And whatever the server: a mirror alias's connection (``replica``,
+    ``direct``) is its own, which Django's drop does not close -- a run of a
+    few PostgreSQL tests ended with "database ... is being accessed by other
+    users" -- so this thread's connections are closed first.
     """
     yield
+    from django.db import connections
+
+    connections.close_all()
     if "direct" in settings.DATABASES:
         _pooled_connections_ended()
 

@@ -16,11 +16,13 @@ import re
 from datetime import timedelta
 
 import pytest
+from django.conf import settings
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from django_leasejobs import start, start_many
-from django_leasejobs.models import Run
+from django_leasejobs.models import Run, Step
 from django_leasejobs.states import RunOrigin, RunStatus
 from django_leasejobs.store import ahead, claims, commits, renewals, setbacks
 from django_leasejobs.store.sql import Slots, Statement, Unnest, returns_rows
@@ -79,6 +81,16 @@ SHAPES: list[tuple[str, Statement, dict[str, object]]] = [
         )
         for _names in [("done", "quiet", "total", "drop_steps", "no_cursor", "result")]
         for flags in itertools.product((False, True), repeat=6)
+    ),
+    *(
+        (
+            f"advance going on {flags}",
+            commits._gone_on(**dict(zip(_names, flags, strict=True))),
+            {**CLAIM, "cursor": '{"page":3}', "counters": '{"seen":9}', "total": 120}
+            | {"idle_passes": 2, "next_owner": "owner-token-2"},
+        )
+        for _names in [("total", "drop_steps", "no_cursor", "idle")]
+        for flags in itertools.product((False, True), repeat=4)
     ),
 ]
 
@@ -353,3 +365,110 @@ def test_s13_a_finish_carrying_the_next_begin_sends_the_orms_two_updates(next_he
         assert sent == [finish_by_orm, begin_by_orm]
     assert fresh(finishing).status == RunStatus.DONE
     assert (fresh(following).lease_began_at is not None) == next_held
+
+
+@pytest.mark.usefixtures("clock")
+@pytest.mark.parametrize("held", [True, False], ids=["lease held", "lease gone"])
+@pytest.mark.parametrize("done", [False, True], ids=["advance", "finish"])
+def test_r3_a_commit_that_drops_its_ledger_sends_the_orms_update_and_delete(done, held):
+    """R3 + R5: on PostgreSQL the commit and the drop of its step ledger are one statement,
+    the ledger dropped only where the commit won; elsewhere the two, in one transaction."""
+    run = start("tests.walk", instance="stepped").run
+    other = start("tests.walk", instance="other").run
+    owner = "owner-token-1"
+    assert claims.claim(run.pk, owner, LEASE, "host:1:2:abc", takeover=False)
+    assert claims.begin(run.pk, owner, LEASE / 4)
+    for each in (run, other):
+        Step.objects.create(
+            run_id=each.pk, name="s1", result="1", attempts=1, recorded_at=timezone.now()
+        )
+    Run.objects.filter(pk=run.pk).update(has_steps=True)
+    shape = {"done": done, "total": False, "drop_steps": True, "no_cursor": False}
+    written = {"cursor": '{"page":3}', "counters": '{"seen":9}', "result": None}
+    values = {"run_id": run.pk, "owner": owner, "total": None, "idle_passes": None} | written
+    commit_by_orm = _update_sent(
+        commits._commit(quiet=done, result=False, idle=False, **shape), values
+    )
+    drop_by_orm = _sent(lambda: Step.objects.filter(run_id=run.pk).delete())
+    # Undo what the ORM wrote, so that the commit finds the run and its ledger as before.
+    Run.objects.filter(pk=run.pk).update(
+        status=RunStatus.RUNNING, lease_owner=owner if held else "someone-else", ended_at=None
+    )
+    Step.objects.create(
+        run_id=run.pk, name="s1", result="1", attempts=1, recorded_at=timezone.now()
+    )
+    with CaptureQueriesContext(connection) as captured:
+        won = commits.commit(
+            run,
+            owner,
+            done=done,
+            progress_total=None,
+            drop_steps=True,
+            idle_passes=None,
+            cursor=written["cursor"],
+            counters=written["counters"],
+        )
+    assert won is held
+    sent = [q["sql"] for q in captured.captured_queries]
+    sent = [sql for sql in sent if "SAVEPOINT" not in sql and sql not in ("BEGIN", "COMMIT")]
+    if connection.vendor == "postgresql":
+        (drop_sql,) = re.findall(r"DELETE FROM .*", drop_by_orm)
+        head = f"WITH committed AS ({commit_by_orm} RETURNING 1), dropped AS ({drop_sql}"
+        assert (
+            sent[0]
+            == f"{head} AND EXISTS (SELECT 1 FROM committed)) SELECT count(*) FROM committed"
+        )
+        # A finish that lost tries the form a kick asked for, in a transaction of its own.
+        assert len(sent) == (2 if done and not held else 1), sent
+    elif held:
+        assert sent == [commit_by_orm, drop_by_orm]
+    assert Step.objects.filter(run_id=run.pk).exists() is not held
+    assert Step.objects.filter(run_id=other.pk).exists()  # another run's ledger stands
+    assert (fresh(run).status == RunStatus.DONE) is (done and held)
+
+
+@pytest.mark.elsewhere(
+    settings.DATABASES["default"]["ENGINE"].endswith("mysql"),
+    reason="MariaDB's UPDATE returns no rows: its passes go the long way (test_going_on.py)",
+)
+@pytest.mark.usefixtures("clock")
+@pytest.mark.parametrize("drop_steps", [False, True], ids=["no ledger", "ledger dropped"])
+def test_l2_an_advance_going_on_reads_back_the_run_as_a_claim_reads_it(drop_steps):
+    """R3 + L2 + L4: the advance that claims and begins the next pass returns the row as
+    ``RETURNING`` reads it -- the run as a queryset reads it back -- and, on PostgreSQL,
+    drops the ledger in the same statement (elsewhere in the same transaction)."""
+    run, sent = _go_on(drop_steps)
+    stored = Run.objects.get(pk=run.pk)
+    assert [getattr(run, f) for f in FIELDS] == [getattr(stored, f) for f in FIELDS]
+    assert (stored.lease_owner, stored.cursor, stored.has_steps) == ("owner-token-2", "1", False)
+    assert stored.lease_began_at is not None
+    assert not Step.objects.filter(run_id=run.pk).exists()
+    if drop_steps and connection.vendor == "postgresql":
+        assert len(sent) == 1
+        assert sent[0].startswith("WITH committed AS (UPDATE")
+        assert sent[0].endswith("SELECT * FROM committed")
+
+
+def _go_on(drop_steps: bool) -> tuple[Run, list[str]]:
+    run = start("tests.walk", instance="going on").run
+    owner = "owner-token-1"
+    assert claims.claim(run.pk, owner, LEASE, "host:1:2:abc", takeover=False)
+    assert claims.begin(run.pk, owner, LEASE / 4)
+    if drop_steps:
+        Step.objects.create(run_id=run.pk, name="s1", result="1", recorded_at=timezone.now())
+    then = commits.NextPass("owner-token-2", "host:1:2:abc", LEASE)
+    with CaptureQueriesContext(connection) as captured:
+        gone_on = commits.commit_and_go_on(
+            run,
+            owner,
+            then,
+            cursor="1",
+            counters="{}",
+            progress_total=None,
+            drop_steps=drop_steps,
+        )
+    assert gone_on is not None
+    sent = [q["sql"] for q in captured.captured_queries]
+    return gone_on, [
+        sql for sql in sent if "SAVEPOINT" not in sql and sql not in ("BEGIN", "COMMIT")
+    ]

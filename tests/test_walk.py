@@ -241,12 +241,16 @@ def test_r5_a_replayed_batch_goes_on_from_the_last_key_it_stored(define, frozen_
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.concurrency
-def test_r5_a_worker_killed_between_a_batchs_step_and_its_commit_does_not_redo_it():
+@pytest.mark.parametrize("max_passes", [1, 10], ids=["a pass a drive", "passes gone on with"])
+def test_r5_a_worker_killed_between_a_batchs_step_and_its_commit_does_not_redo_it(max_passes):
+    """R5 + L3: killed in the second batch's pass -- claimed by its own drive, or claimed
+    and begun in the first batch's commit (django_leasejobs/going_on.py) -- the takeover
+    replays that batch's step from the ledger and does no row twice."""
     Walked.objects.bulk_create([Walked(pk=pk) for pk in range(1, 9)])
     run = start("tests.walk_killed", {"hang_after": 3}).run
     worker = python(
         "from django_leasejobs import run_due_jobs\n"
-        "while True: run_due_jobs(jobs=['tests.walk_killed'])"
+        f"while True: run_due_jobs(jobs=['tests.walk_killed'], max_passes={max_passes})"
     )
     try:
         wait_for(

@@ -21,8 +21,9 @@ The verbs, in the order a run meets them:
 * :mod:`.renewals` -- :func:`record_step` / :func:`renew` while the pass
   runs; then one outcome: :mod:`.commits` -- :func:`commit`, or
   :func:`commit_and_begin`, a finish that carries the BEGIN of the next run
-  claimed ahead (§13); or :mod:`.setbacks` -- :func:`settle`, :func:`defer`
-  or :func:`hold`;
+  claimed ahead (§13), or :func:`commit_and_go_on`, an advance that claims
+  and begins the same run's next pass (where :func:`goes_on`); or
+  :mod:`.setbacks` -- :func:`settle`, :func:`defer` or :func:`hold`;
 * :mod:`.cancels` -- what the operators' verbs (:mod:`..operators`) write;
   :mod:`.deletes` -- what an operator's delete writes: runs that hold no key (A7);
   :mod:`.queues` -- a queue paused or resumed (W6); :mod:`.stats` -- a flush
@@ -57,7 +58,7 @@ from .claims import (
     read_claimed,
     release_dead_holder,
 )
-from .commits import NextBegin, commit, commit_and_begin
+from .commits import NextBegin, NextPass, commit, commit_and_begin, commit_and_go_on, goes_on
 from .deletes import delete_finished, free_of_key, with_live_key
 from .limits import Admission, begin_limited, rejudge, throttle, throttle_unclaimed
 from .queues import is_paused, pause_queue, paused_queues, resume_queue
@@ -71,6 +72,7 @@ __all__ = [
     "Admission",
     "AdmissionMiss",
     "NextBegin",
+    "NextPass",
     "StartResult",
     "alias",
     "begin",
@@ -82,10 +84,12 @@ __all__ = [
     "claimed_elsewhere",
     "commit",
     "commit_and_begin",
+    "commit_and_go_on",
     "defer",
     "delete_finished",
     "free_expired_cancel",
     "free_of_key",
+    "goes_on",
     "hold",
     "is_paused",
     "let_go",

@@ -276,6 +276,35 @@ def test_f3_an_outcome_whose_reply_was_lost_is_an_error_never_completed_on_a_gue
     assert _invoked(tmp_path, run_id) == 1
 
 
+def test_f3_an_advance_that_went_on_whose_reply_was_lost_gives_the_next_pass_back(tmp_path):
+    """F3 + R3 + L4: in a drive of several passes, the advance that claims and begins the
+    next pass (where the backend goes on, django_leasejobs/going_on.py) applied, its reply
+    lost. The advance stands and is not sent again; the next pass, never run, is given
+    back uncharged, fenced on its own owner token: due now, unclaimed, unbegun. The next
+    drive runs the passes left, each once."""
+    run_id = start(WALK, {**ONE_PASS, "passes": 3}).run.pk
+    with reply_lost(COMMIT) as cut:
+        report = run_due_jobs(jobs=[WALK], max_passes=3)
+    assert cut["cuts"] == 1
+    assert [note.run_id for note in report.errors] == [run_id]
+    row = _row(run_id)
+    assert (row.status, row.cursor, row.lease_owner, row.lease_began_at, row.attempts) == (
+        RunStatus.RUNNING,
+        "1",
+        None,
+        None,
+        0,
+    )
+    assert Run.objects.filter(pk=run_id, next_attempt_at__lte=database_now()).exists()  # due now
+    assert _invoked(tmp_path, run_id) == 1
+    assert noted() == []
+
+    again = run_due_jobs(jobs=[WALK], max_passes=3)
+    assert (again.completed, again.errors) == (1, [])
+    assert (_row(run_id).status, _row(run_id).attempts) == (RunStatus.DONE, 0)
+    assert _invoked(tmp_path, run_id) == 3
+
+
 # -- real worker processes, the reply cut by the proxy ----------------------------------------
 
 

@@ -4,8 +4,8 @@ The store's verbs are written as ``QuerySet.update()`` and ``bulk_create()``
 calls; the few a pass or a drive sends every time are compiled by the ORM
 once per shape and bound per call, here. Nothing outside this package sees
 the compiled form: the store's modules build a :class:`Statement`,
-:class:`Select`, :class:`Insert`, :class:`Unnest`, :class:`Carried` or
-:class:`Paired` and call it.
+:class:`Select`, :class:`Insert`, :class:`Unnest`, :class:`Carried`,
+:class:`Dropping` or :class:`Paired` and call it.
 
 * :mod:`.slots` -- where a call's values go (``s.owner``, ``s.now``);
 * :mod:`.compiled` -- the compiled SQL and :func:`~.compiled.execute`, the
@@ -17,6 +17,7 @@ the compiled form: the store's modules build a :class:`Statement`,
 * :mod:`.inserts` -- new runs (:class:`Insert`; on MariaDB
   :func:`insert_ignoring`); :mod:`.unnest` -- a batch of them (:class:`Unnest`);
 * :mod:`.carried` -- PostgreSQL: a step's record in its renewal;
+* :mod:`.dropping` -- PostgreSQL: a commit and the drop of its step ledger;
 * :mod:`.paired` -- PostgreSQL: a finish and the next pass's BEGIN, one statement;
 * :mod:`.prepared` -- the cursor that prepares them (``PREPARE``).
 
@@ -33,7 +34,9 @@ places, each checked by that test against what the ORM writes:
   step at ``VALUES (`` to make it ``INSERT ... SELECT ... FROM renewed``.
 
 :class:`Paired` only puts two of the ORM's ``UPDATE`` s side by side in one
-``WITH`` statement, each as it is.
+``WITH`` statement, each as it is; :class:`Dropping` does the same with a
+commit's ``UPDATE`` and the ORM's ``DELETE`` of the step ledger, adding only
+the condition that the commit won.
 
 The store's one other statement the ORM does not write is outside this
 package, as it compiles nothing: the statistics flush (O1,
@@ -46,6 +49,7 @@ from __future__ import annotations
 from . import prepared
 from .carried import Carried
 from .compiled import returns_rows
+from .dropping import Dropping
 from .inserts import Insert, insert_ignoring
 from .paired import Paired
 from .slots import AS_IS, KEY, Slots
@@ -56,6 +60,7 @@ __all__ = [
     "AS_IS",
     "KEY",
     "Carried",
+    "Dropping",
     "Insert",
     "Paired",
     "Select",
