@@ -91,7 +91,10 @@ def test_f6_a_wall_clock_jump_changes_nothing_the_database_decides(tmp_path, jum
 
     walk = {"passes": PASSES, "steps": STEPS, "step_seconds": STEP_SECONDS}
     runs = [start(WALK, walk, instance=f"f6-{n}").run.pk for n in range(RUNS)]
-    run_due_jobs(jobs=[CRON])  # S1: the schedule's row, no due time yet
+    run_due_jobs(jobs=[CRON])  # S1: the schedule's row, due at the next minute
+    # Parked a day ahead until the jump: else its next minute could come before the
+    # due time set below, and fire (rightly) before it.
+    Schedule.objects.filter(job=CRON).update(next_due_at=get_clock().now() + timedelta(days=1))
     faked = faked_clock_env(offset)
     jumping = worker(tmp_path, "jumping", [WALK, BEATING, CRON], concurrency, faked)
     honest = worker(tmp_path, "honest", [WALK], concurrency, {})
