@@ -19,7 +19,14 @@ same in both ways of walking it: one ``UPDATE`` setting ``touched = touched +
   ``run_due_jobs(jobs=["bench.walk"])`` until done: one pass a drive, as a
   ``rundueJobs`` worker drives with its defaults (``MAX_PASSES`` 1);
 * **walk, one drive**: the same with ``run_due_jobs(max_passes=...)`` large enough
-  that one drive takes the run from start to end (``rundueJobs --max-passes``).
+  that one drive takes the run from start to end (``rundueJobs --max-passes``);
+* **floor**: the plain loop plus the two writes a walk that resumes after a
+  crash and is fenced against a second worker cannot do without, each batch --
+  the batch recorded as done, with the lease renewed (R5, L7), and then the
+  cursor moved (R3), each one fenced ``UPDATE`` of a one-row progress table
+  (``benchmarks.models.WalkProgress``) in its own commit. What ``p.walk`` costs
+  over the floor is its own; what the floor costs over the plain loop is the
+  price of resuming, whoever writes the loop.
 
 A drive's own cost is the site's: the benchmark project registers one
 minutely schedule (``bench.minutely_skip``), which every drive checks (S1, S6),
@@ -27,7 +34,7 @@ as a site's worker would; one pass a drive pays it per batch, one drive once.
 
 One untimed plain loop first brings the table to the state every later walk
 finds it in (freshly filled pages have no free space: a first walk moves every
-row). Each round then times the three in turn, the order reversed every other round so
+row). Each round then times the four in turn, the order reversed every other round so
 that drift on a noisy machine (and the dead tuples each walk leaves) weighs on
 each alike; ``VACUUM ANALYZE`` and a ``CHECKPOINT`` run before each timing,
 outside it. After each,
@@ -56,12 +63,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +151,34 @@ def plain(size: int) -> None:
             return
 
 
+def floor(size: int) -> None:
+    """The plain loop, and each batch recorded and its cursor moved in two fenced commits."""
+    import uuid
+
+    from django.db.models.functions import Now
+
+    from benchmarks.jobs import touch
+    from benchmarks.models import WalkProgress, WalkRow
+
+    owner = str(uuid.uuid4())
+    lease = timedelta(seconds=10)
+    progress = WalkProgress.objects.create(owner=owner, expires=Now() + lease)
+    held = WalkProgress.objects.filter(pk=progress.pk, owner=owner, expires__gt=Now())
+    last = 0
+    while True:
+        batch = list(WalkRow.objects.filter(pk__gt=last).order_by("pk")[:size])
+        if batch:
+            touch(batch)
+            last = batch[-1].pk
+            if not held.update(done=last, expires=Now() + lease):  # the step's record
+                raise SystemExit("FAIL: the floor's lease was lost")
+            if not held.update(cursor=last):  # the commit
+                raise SystemExit("FAIL: the floor's lease was lost")
+        if len(batch) < size:
+            progress.delete()
+            return
+
+
 def walked(size: int, max_passes: int) -> None:
     """One run of ``bench.walk`` driven here until it is done."""
     from django_leasejobs import RunStatus, run_due_jobs, start
@@ -165,6 +200,7 @@ def timings(rows: int, size: int, rounds: int) -> dict[str, Any]:
         "plain": lambda: plain(size),
         "walk": lambda: walked(size, 1),
         "walk, one drive": lambda: walked(size, rows // size + 2),
+        "floor": lambda: floor(size),
     }
     seconds: dict[str, list[float]] = {name: [] for name in ways}
     # Untimed: the table as fresh rows fill it has no free space in its pages, so
@@ -252,9 +288,11 @@ def report(args: argparse.Namespace, result: dict[str, Any]) -> int:
         for name, each in seconds.items():
             cells = " | ".join(f"{s:.2f} s" for s in each)
             print(f"| {name} | {cells} | {sum(each):.2f} s |")
-        for name in ("walk", "walk, one drive"):
+        for name in ("walk", "walk, one drive", "floor"):
             ratio = sum(seconds[name]) / plain_total
             print(f"{name} / plain: {ratio:.3f} (target: at most 1.05)")
+        over = sum(seconds["walk, one drive"]) / sum(seconds["floor"])
+        print(f"walk, one drive / floor: {over:.3f}")
     if "kill" in result:
         kill = result["kill"]
         counts = {int(k): n for k, n in kill["touched"].items()}
@@ -293,21 +331,15 @@ def main() -> int:
         child(args)
         return 0
 
-    from benchmarks.drain import fresh_database
+    from benchmarks.drain import child_result, fresh_database
 
+    arguments = ["--child", "--rows", str(args.rows), "--size", str(args.size)]
+    arguments += ["--rounds", str(args.rounds), "--kill-every", str(args.kill_every)]
+    arguments += ["--modes", *args.modes]
     with tempfile.TemporaryDirectory() as tmp:
         url = fresh_database(args.database, Path(tmp))
-        result_file = Path(tmp) / "walk.json"
-        command = [sys.executable, __file__, "--child", "--result", str(result_file)]
-        command += ["--rows", str(args.rows), "--size", str(args.size)]
-        command += ["--rounds", str(args.rounds), "--kill-every", str(args.kill_every)]
-        command += ["--modes", *args.modes]
-        env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "benchmarks.settings"}
-        done = subprocess.run(command, env=env, cwd=ROOT, check=False)
-        if done.returncode != 0 or not result_file.exists():
-            print(f"FAIL: the child exited with status {done.returncode}")
-            return 1
-        return report(args, json.loads(result_file.read_text()))
+        result = child_result(__file__, url, Path(tmp) / "walk.json", arguments, quiet=False)
+    return report(args, result)
 
 
 if __name__ == "__main__":

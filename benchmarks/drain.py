@@ -104,16 +104,30 @@ def fresh_database(database: str, tmp: Path, name: str = DB_NAME) -> str:
 
 def run_child(url: str, action: str, tmp: Path, **options: int) -> dict[str, Any]:
     """Run this script as a child doing *action* against *url*; return its JSON result."""
-    result = tmp / f"result-{action}.json"
-    result.unlink(missing_ok=True)
-    command = [sys.executable, __file__, "--child", action, "--result", str(result)]
+    arguments = ["--child", action]
     for name, value in options.items():
-        command += [f"--{name}", str(value)]
+        arguments += [f"--{name}", str(value)]
+    return child_result(__file__, url, tmp / f"result-{action}.json", arguments)
+
+
+def child_result(
+    script: str, url: str, result: Path, arguments: list[str], *, quiet: bool = True
+) -> dict[str, Any]:
+    """Run *script* again against *url* with *arguments* and ``--result``; what it wrote there.
+
+    Django reads its settings once per process, so a benchmark that creates its
+    database first measures in a child started with ``DATABASE_URL`` set. The
+    child's output is shown only when it fails, unless not *quiet*. Exits with
+    ``FAIL:`` when the child fails.
+    """
+    result.unlink(missing_ok=True)
+    command = [sys.executable, script, *arguments, "--result", str(result)]
     env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "benchmarks.settings"}
-    done = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True, check=False)
+    done = subprocess.run(command, env=env, cwd=ROOT, capture_output=quiet, text=True, check=False)
     if done.returncode != 0 or not result.exists():
-        sys.stderr.write(done.stdout + done.stderr)
-        raise SystemExit(f"FAIL: child {action!r} exited with status {done.returncode}")
+        if quiet:
+            sys.stderr.write(done.stdout + done.stderr)
+        raise SystemExit(f"FAIL: {Path(script).name}'s child exited with status {done.returncode}")
     return json.loads(result.read_text())
 
 

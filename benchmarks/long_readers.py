@@ -253,21 +253,18 @@ def main() -> int:
         child(args)
         return 0
 
-    from benchmarks.drain import fresh_database
+    from benchmarks.drain import child_result, fresh_database
 
+    arguments = ["--child"]
+    for name in ("rate", "before", "during", "after", "hold", "readers"):
+        arguments += [f"--{name}", str(getattr(args, name))]
     with tempfile.TemporaryDirectory() as tmp:
         url = fresh_database("postgres", Path(tmp))
-        result_file = Path(tmp) / "long_readers.json"
-        command = [sys.executable, __file__, "--child", "--result", str(result_file)]
-        for name in ("rate", "before", "during", "after", "hold", "readers"):
-            command += [f"--{name}", str(getattr(args, name))]
-        env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "benchmarks.settings"}
-        done = subprocess.run(command, env=env, cwd=ROOT, check=False)
-        if done.returncode != 0 or not result_file.exists():
-            print(f"FAIL: the child exited with status {done.returncode}")
-            return 1
-        report(args, json.loads(result_file.read_text()))
-        return 0
+        result = child_result(
+            __file__, url, Path(tmp) / "long_readers.json", arguments, quiet=False
+        )
+    report(args, result)
+    return 0
 
 
 if __name__ == "__main__":

@@ -19,13 +19,13 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from . import saturation, signals, store
-from .conclusion import fail, hold, send, settle, superseded
 from .exceptions import UnreadableRow
 from .holder import current_holder
 from .ids import new_owner
 from .leases import TAKEOVER_NOTE, Claimed, Countdown, Lease
 from .outcome import PAUSED, SUPERSEDED, Outcome, Throttled
 from .pacing import pace
+from .setbacks import fail, hold, send, settle, superseded
 from .states import FailureCode, PassOutcome, RunStatus
 from .store.limits import THROTTLE_WAIT, THROTTLE_WAIT_MIN
 from .tracing import taken_over, takeover_span

@@ -5,7 +5,7 @@ then writes its BEGIN (L4): two commits, each waiting for its own flush of
 the database's log, which is most of what a short pass costs. When the next
 run of the drive is already claimed ahead (:mod:`.pacing`), its BEGIN can
 ride in this pass's commit instead -- one statement on PostgreSQL, one
-transaction elsewhere (:func:`~.store.commits.commit_and_begin`) -- so the
+transaction elsewhere (:func:`~.store.next_begin.commit_and_begin`) -- so the
 two share one commit. Nothing about either changes: the commit is fenced on
 this pass's owner token (L6), the BEGIN on the next claim's, with the same
 margin of its lease checked first by this worker's clock and then by the

@@ -7,7 +7,7 @@ work and the next's, each a round trip waiting for its flush of the
 database's log -- most of what a pass of a ``p.walk()`` backfill costs
 beyond its batch. Where the backend's ``UPDATE`` returns rows, the advance
 writes the next pass's lease in place of the one it releases and reads the
-row back as a claim reads it (:func:`~.store.commits.commit_and_go_on`):
+row back as a claim reads it (:func:`~.store.next_pass.commit_and_go_on`):
 one commit for the three.
 
 Nothing about the passes changes: the advance is fenced on this pass's

@@ -24,7 +24,7 @@ from django.utils import timezone
 from django_leasejobs import start, start_many
 from django_leasejobs.models import Run, Step
 from django_leasejobs.states import RunOrigin, RunStatus
-from django_leasejobs.store import ahead, claims, commits, renewals, setbacks
+from django_leasejobs.store import ahead, claims, commits, next_begin, next_pass, renewals, setbacks
 from django_leasejobs.store.sql import Slots, Statement, Unnest, returns_rows
 from django_leasejobs.store.starts import _INSERT, Route, Row, insert
 from tests.utils import fresh
@@ -75,7 +75,7 @@ SHAPES: list[tuple[str, Statement, dict[str, object]]] = [
     *(
         (
             f"commit {flags}",
-            commits._commit(**dict(zip(_names, flags, strict=True))),
+            commits.commit_statement(**dict(zip(_names, flags, strict=True))),
             {**HELD, "cursor": '{"page":3}', "counters": '{"seen":9}', "total": 120}
             | {"result": '{"rows":3}'},
         )
@@ -85,7 +85,7 @@ SHAPES: list[tuple[str, Statement, dict[str, object]]] = [
     *(
         (
             f"advance going on {flags}",
-            commits._gone_on(**dict(zip(_names, flags, strict=True))),
+            next_pass._gone_on(**dict(zip(_names, flags, strict=True))),
             {**CLAIM, "cursor": '{"page":3}', "counters": '{"seen":9}', "total": 120}
             | {"idle_passes": 2, "next_owner": "owner-token-2"},
         )
@@ -336,10 +336,10 @@ def test_s13_a_finish_carrying_the_next_begin_sends_the_orms_two_updates(next_he
     for run, token in ((finishing, owner), (following, next_owner)):
         assert claims.claim(run.pk, token, LEASE, "host:1:2:abc", takeover=False)
     assert claims.begin(finishing.pk, owner, LEASE / 4)
-    then = commits.NextBegin(following.pk, next_owner if next_held else "someone-else", LEASE / 4)
+    then = next_begin.NextBegin(following.pk, next_owner if next_held else "someone-else", LEASE / 4)
     written = {"cursor": '{"page":3}', "counters": '{"seen":9}', "result": '{"rows":3}'}
     shape = {"done": True, "total": False, "drop_steps": False, "no_cursor": False}
-    commit = commits._commit(quiet=True, result=True, idle=False, **shape)
+    commit = commits.commit_statement(quiet=True, result=True, idle=False, **shape)
     values = {"run_id": finishing.pk, "owner": owner, "total": None, "idle_passes": None}
     finish_by_orm = _update_sent(commit, values | written)
     # Undo what the ORM's own UPDATEs wrote, so that the pair finds both runs as before.
@@ -350,7 +350,7 @@ def test_s13_a_finish_carrying_the_next_begin_sends_the_orms_two_updates(next_he
     )
     Run.objects.filter(pk=following.pk).update(lease_began_at=None)
     with CaptureQueriesContext(connection) as captured:
-        won, began = commits.commit_and_begin(
+        won, began = next_begin.commit_and_begin(
             finishing, owner, then, progress_total=None, idle_passes=None, **written
         )
     assert (won, began) == (True, next_held)
@@ -387,7 +387,7 @@ def test_r3_a_commit_that_drops_its_ledger_sends_the_orms_update_and_delete(done
     written = {"cursor": '{"page":3}', "counters": '{"seen":9}', "result": None}
     values = {"run_id": run.pk, "owner": owner, "total": None, "idle_passes": None} | written
     commit_by_orm = _update_sent(
-        commits._commit(quiet=done, result=False, idle=False, **shape), values
+        commits.commit_statement(quiet=done, result=False, idle=False, **shape), values
     )
     drop_by_orm = _sent(lambda: Step.objects.filter(run_id=run.pk).delete())
     # Undo what the ORM wrote, so that the commit finds the run and its ledger as before.
@@ -456,9 +456,9 @@ def _go_on(drop_steps: bool) -> tuple[Run, list[str]]:
     assert claims.begin(run.pk, owner, LEASE / 4)
     if drop_steps:
         Step.objects.create(run_id=run.pk, name="s1", result="1", recorded_at=timezone.now())
-    then = commits.NextPass("owner-token-2", "host:1:2:abc", LEASE)
+    then = next_pass.NextPass("owner-token-2", "host:1:2:abc", LEASE)
     with CaptureQueriesContext(connection) as captured:
-        gone_on = commits.commit_and_go_on(
+        gone_on = next_pass.commit_and_go_on(
             run,
             owner,
             then,

@@ -58,9 +58,11 @@ from .claims import (
     read_claimed,
     release_dead_holder,
 )
-from .commits import NextBegin, NextPass, commit, commit_and_begin, commit_and_go_on, goes_on
+from .commits import commit
 from .deletes import delete_finished, free_of_key, with_live_key
 from .limits import Admission, begin_limited, rejudge, throttle, throttle_unclaimed
+from .next_begin import NextBegin, commit_and_begin
+from .next_pass import NextPass, commit_and_go_on, goes_on
 from .queues import is_paused, pause_queue, paused_queues, resume_queue
 from .renewals import record_step, renew
 from .setbacks import defer, hold, settle
