@@ -10,7 +10,7 @@ import os
 import time
 from datetime import timedelta
 
-from django_leasejobs import Retry, job
+from django_leasejobs import Limit, Rate, Retry, job
 
 #: ``drain.py --io MS``: each no-op pass blocks this long after it counts (I/O-bound work).
 SLEEP = float(os.environ.get("LEASEJOBS_BENCH_SLEEP_MS", "0")) / 1000
@@ -67,3 +67,9 @@ def walk(p):
     from benchmarks.models import WalkRow
 
     return p.walk(WalkRow.objects.all(), touch, size=p.payload["size"])
+
+
+@job("bench.rated", limit=Limit(rate=Rate(5, per=timedelta(seconds=1))))
+def rated(p):
+    """``rated_backlog.py``: a pass that begins under its rate and does nothing else (C3)."""
+    return p.done()

@@ -25,10 +25,10 @@ class FullKeys:
 
     Once a pass of a key was throttled, the key's other runs in the snapshot
     would be too: claiming each only to let it go costs three statements a
-    run. The drive steps over them instead and, at its end, moves them all to
-    the throttled run's new due time in one statement (:func:`store.throttle_unclaimed`),
-    so they neither fill the next snapshot nor keep the runs behind them
-    waiting (C4).
+    run. The drive steps over them instead and, at its end, holds them back
+    in one statement a key (:mod:`.store.held_back`): until about when a slot
+    frees, or each until the begin its rate will give it -- so they neither
+    fill the next snapshot nor keep the runs behind them waiting (C4).
     """
 
     def __init__(self) -> None:
@@ -51,10 +51,14 @@ class FullKeys:
         moved = 0
         for found, ids in self._held.items():
             throttled = self._reached[found]
+            job, key = found
             try:
-                moved += store.throttle_unclaimed(
-                    ids, throttled.which, throttled.until, throttled.wait
-                )
+                if throttled.every is not None and throttled.until is not None:
+                    moved += store.space_unclaimed(ids, job, key, throttled.until, throttled.every)
+                else:
+                    moved += store.throttle_unclaimed(
+                        ids, throttled.which, throttled.until, throttled.wait
+                    )
             except DatabaseError as exc:
                 report.errors.append(Note("", f"limited runs not held back: {describe(exc)}"))
         return moved

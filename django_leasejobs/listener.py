@@ -78,18 +78,21 @@ class Listener:
             return None
         return listener
 
-    def wait(self, timeout: float, stopping: Callable[[], bool]) -> bool:
+    def wait(
+        self, timeout: float, stopping: Callable[[], bool], every: float = SLICE_SECONDS
+    ) -> bool:
         """Block until notified, *timeout* passes or *stopping* says so; ``True`` if notified.
 
-        A burst of notifications is one wake-up: those already waiting are
-        read at once, so one drive answers them all (debounce).
+        *stopping* is asked *every* so many seconds. A burst of notifications
+        is one wake-up: those already waiting are read at once, so one drive
+        answers them all (debounce).
         """
         deadline = time.monotonic() + timeout
         while not stopping():
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
-            if self._heard(min(left, SLICE_SECONDS)):
+            if self._heard(min(left, every)):
                 self.drain()
                 return True
         return False

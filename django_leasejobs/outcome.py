@@ -22,6 +22,8 @@ class Throttled(NamedTuple):
     which: Throttle
     until: datetime | None
     wait: timedelta
+    #: A rate's interval: the key's runs held back are spaced this far apart (C3).
+    every: timedelta | None = None
 
 
 @dataclass(frozen=True)

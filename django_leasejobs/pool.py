@@ -109,6 +109,9 @@ class Pool:
         self._generation = 0
         #: Set while connections are refused: idle threads close theirs at once (F10).
         self._scarce = threading.Event()
+        #: Set when a call ends, cleared when the ended calls are collected: a worker
+        #: resting while passes are in flight wakes for their outcomes (W1, W5).
+        self.ended = threading.Event()
 
     @property
     def busy(self) -> int:
@@ -156,6 +159,7 @@ class Pool:
         """
         if not self._busy:
             return []
+        self.ended.clear()  # set again by any call that ends from here on
         self._give_up_hung()
         try:
             ended = [self._done.get(timeout=timeout)]
@@ -278,6 +282,7 @@ class Pool:
                     )
                     return
                 self._done.put(done)
+                self.ended.set()
         finally:
             connections.close_all()  # this thread's connections only
 

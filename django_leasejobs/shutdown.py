@@ -79,6 +79,13 @@ class Shutdown:
         """Rest *seconds*, or less if a stop is asked meanwhile."""
         self._asked.wait(seconds)
 
+    def wait_until(self, seconds: float, woken: Callable[[], bool], every: float) -> None:
+        """Rest *seconds*, or less if a stop is asked or *woken* says so (asked *every* s)."""
+        deadline = time.monotonic() + seconds
+        while not woken() and (left := deadline - time.monotonic()) > 0:
+            if self._asked.wait(min(left, every)):
+                return
+
     def overdue(self) -> bool:
         """Whether a stop was asked more than ``stop_timeout`` seconds ago."""
         return self._since_asked(0.0)

@@ -51,6 +51,8 @@ LISTEN_RETRY = 60.0
 FLUSH_SLACK = 0.01
 #: The first rest after a drive that could not run (F10); it doubles up to ``interval``.
 RETRY_FIRST = 0.25
+#: While passes are in flight, how often a rest looks up to see whether one ended.
+PASS_ENDED_SLICE = 0.005
 
 
 class Worker:
@@ -161,15 +163,34 @@ class Worker:
         return report
 
     def _rest(self) -> None:
-        """Wait for a notification of new work (W2), the next run due, or ``interval`` (W1)."""
+        """Wait for a notification of new work (W2), the next run due, or ``interval`` (W1).
+
+        Or, with passes in flight (W5), until one of them ends: its outcome
+        may make its run due -- a ``Defer``, a retry, a throttle -- which the
+        rest's due time could not see while the run was leased, and which no
+        notification announces. Without this the rest slept to the next run's
+        due time or the interval (a rate's backlog lost a begin each time).
+        """
         seconds = self._rest_seconds()
+        pool = self._dispatcher.pool if self._dispatcher is not None else None
+        ended = pool.ended if pool is not None and pool.busy else None
+
+        def stopping() -> bool:
+            return self.stopping or (ended is not None and ended.is_set())
+
         listener = self._listener
         if listener is None:
-            self._shutdown.wait(seconds)
+            if ended is None:
+                self._shutdown.wait(seconds)
+            else:
+                self._shutdown.wait_until(seconds, stopping, PASS_ENDED_SLICE)
             self._listen_again()
             return
         try:
-            listener.wait(seconds, lambda: self.stopping)
+            if ended is None:
+                listener.wait(seconds, stopping)
+            else:  # asked often: a pass that ends wakes the worker within a few ms
+                listener.wait(seconds, stopping, every=PASS_ENDED_SLICE)
         except Exception as exc:  # psycopg's own errors, from a dropped socket
             self._lost_listener(exc)
 

@@ -462,6 +462,20 @@ def deferring(p):
     return p.done()
 
 
+@job("tests.deferring_slowly", lease=timedelta(seconds=30))
+def deferring_slowly(p):
+    """W1 + W5: until ``payload["until"]`` (epoch seconds), a pass that takes a second and
+    then says "again, at once" (R8): due again as it ends, with no notification (W2)."""
+    import time
+
+    from django_leasejobs import Defer
+
+    if time.time() < p.payload["until"]:
+        time.sleep(1)
+        raise Defer(timedelta(0))
+    return p.done()
+
+
 # O2's monitoring, proven against a real Prometheus (tests/test_monitoring_prometheus.py):
 # two jobs that complete, and one whose first pass fails for good.
 @job("tests.monitored.alpha")

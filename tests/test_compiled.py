@@ -336,7 +336,9 @@ def test_s13_a_finish_carrying_the_next_begin_sends_the_orms_two_updates(next_he
     for run, token in ((finishing, owner), (following, next_owner)):
         assert claims.claim(run.pk, token, LEASE, "host:1:2:abc", takeover=False)
     assert claims.begin(finishing.pk, owner, LEASE / 4)
-    then = next_begin.NextBegin(following.pk, next_owner if next_held else "someone-else", LEASE / 4)
+    then = next_begin.NextBegin(
+        following.pk, next_owner if next_held else "someone-else", LEASE / 4
+    )
     written = {"cursor": '{"page":3}', "counters": '{"seen":9}', "result": '{"rows":3}'}
     shape = {"done": True, "total": False, "drop_steps": False, "no_cursor": False}
     commit = commits.commit_statement(quiet=True, result=True, idle=False, **shape)

@@ -305,15 +305,18 @@ def test_c2_c3_a_begin_refused_after_the_slot_and_token_gives_both_back(
 
 def test_c3_begins_are_spaced_per_over_n_on_the_database_clock(frozen_clock, drive):
     """C3: Rate(5, per=2 s) lets one pass begin each 0.4 s. Of 8 due runs one drive begins
-    exactly one and throttles seven, each due again at the rate state's next allowed
-    begin -- not before. Throttled passes never charge an attempt or fail a run."""
+    exactly one and throttles seven: the one it claimed is due again at the rate state's
+    next allowed begin, the six it stepped over each 0.4 s after the one before (C4) --
+    none before the rate allows it. Throttled passes never charge an attempt or fail a run."""
     runs = [start(RATED, QUICK, instance=f"r{n}").run for n in range(8)]
     report = drive(RATED)
     assert (report.completed, report.throttled, report.attempted) == (1, 7, 1)
     tat = RateState.objects.get(job=RATED, key="").tat
     assert tat == frozen_clock.now() + timedelta(milliseconds=400)
     waiting = Run.objects.filter(job=RATED, status=RunStatus.RUNNING)
-    assert set(waiting.values_list("next_attempt_at", flat=True)) == {tat}
+    assert sorted(waiting.values_list("next_attempt_at", flat=True)) == [
+        tat + n * 0.4 * SECOND for n in range(7)
+    ]
     assert set(waiting.values_list("throttled_by", flat=True)) == {"rate"}
 
     for left in range(6, -1, -1):
@@ -321,14 +324,97 @@ def test_c3_begins_are_spaced_per_over_n_on_the_database_clock(frozen_clock, dri
         assert drive(RATED).attempted == 0  # not due before the rate allows a begin
         frozen_clock.advance(timedelta(milliseconds=100))
         report = drive(RATED)
-        assert (report.completed, report.throttled) == (1, left)
+        assert (report.completed, report.throttled) == (1, 0)
         assert RateState.objects.get(job=RATED).tat == frozen_clock.now() + 0.4 * SECOND
+        assert waiting.count() == left
 
     finished = Run.objects.filter(pk__in=[run.pk for run in runs])
     assert set(finished.values_list("status", "attempts", "failure_code")) == {
         (RunStatus.DONE, 0, "")
     }
     assert set(finished.values_list("admission_misses", flat=True)) <= {None, 0}
+
+
+def test_s13_c3_a_begin_of_a_rate_limited_backlog_rewrites_none_of_the_rest(frozen_clock, drive):
+    """§13, C3: a backlog held back by its rate costs the same few writes a begin, whatever
+    its size: each held-back run is due when the rate will let it begin, so a drive at
+    that time begins it and moves no other run (held back all at one time, 600 runs were
+    rewritten at every begin)."""
+
+    def writes_per_begin(backlog):
+        Run.objects.filter(job=RATED).delete()
+        RateState.objects.all().delete()
+        start_many(RATED, [(f"b{n}", QUICK) for n in range(backlog)])
+        assert drive(RATED).completed == 1  # the first begins; the rest are held back, spaced
+        held = dict(
+            Run.objects.filter(job=RATED, status=RunStatus.RUNNING).values_list("pk", "updated_at")
+        )
+        frozen_clock.advance(timedelta(milliseconds=400))
+        with CaptureQueriesContext(connection) as captured:
+            report = drive(RATED)
+        assert (report.completed, report.throttled) == (1, 0)
+        after = dict(
+            Run.objects.filter(job=RATED, status=RunStatus.RUNNING).values_list("pk", "updated_at")
+        )
+        assert len(after) == backlog - 2
+        assert all(after[pk] == held[pk] for pk in after)  # not one of the rest was written
+        return len(statements(captured))
+
+    writes_per_begin(3)  # the process's first drive also does its housekeeping (D6)
+    assert writes_per_begin(3) == writes_per_begin(60)
+
+
+def test_c3_c4_a_later_drive_spaces_its_runs_after_those_held_back_before(frozen_clock, drive):
+    """C3 + C4: runs held back by an earlier drive keep their times; the runs a later drive
+    steps over go after the last of them, one interval apart, so they do not fall due
+    together with those (the throttled run itself waits for the rate's next begin)."""
+    start_many(RATED, [(f"a{n}", QUICK) for n in range(4)])
+    drive(RATED)
+    waiting = Run.objects.filter(job=RATED, status=RunStatus.RUNNING)
+    first = dict(waiting.values_list("instance", "next_attempt_at"))
+    assert sorted(first.values()) == [frozen_clock.now() + n * 0.4 * SECOND for n in (1, 2, 3)]
+    frozen_clock.advance(timedelta(milliseconds=400))
+    start_many(RATED, [(f"b{n}", QUICK) for n in range(3)])
+    Run.objects.filter(job=RATED, instance__startswith="b").update(
+        next_attempt_at=frozen_clock.now() - SECOND  # due before the ones held back
+    )
+    report = drive(RATED)
+    # b0 began; b1 was throttled; b2 and the first drive's run due now were stepped over.
+    assert (report.completed, report.throttled) == (1, 3)
+    now = dict(waiting.values_list("instance", "next_attempt_at"))
+    last = max(first.values())
+    assert now["b1"] == frozen_clock.now() + 0.4 * SECOND  # the rate's next begin
+    assert sorted(now[name] for name in now if name != "b1")[-2:] == [
+        last + 0.4 * SECOND,
+        last + 0.8 * SECOND,
+    ]
+    ahead = {name: due for name, due in first.items() if due > frozen_clock.now()}
+    assert {name: now[name] for name in ahead} == ahead  # still held back: not written
+
+
+def test_c3_a_pass_refused_just_before_the_rates_next_begin_waits_for_it_and_begins(drive):
+    """C3 + §13: refused by its rate a few milliseconds early -- the last begin was that
+    much late -- a pass waits those milliseconds on its thread and begins, rather than
+    being throttled and driven again a drive later (each begin would lose a drive). On
+    the database's own clock; a machine so slow that the rate allowed it before it asked
+    begins it as well. Refused by more than RATE_CATCH, the pass is throttled."""
+    from django_leasejobs.admission import RATE_CATCH
+    from django_leasejobs.clock import DbNow
+
+    assert timedelta(milliseconds=40) < RATE_CATCH  # and RATED's interval is 400 ms
+    soon = start(RATED, QUICK, instance="soon").run
+    RateState.objects.create(job=RATED, key="", tat=timezone.now())
+    RateState.objects.filter(job=RATED).update(tat=DbNow() + timedelta(milliseconds=40))
+    report = drive(RATED)
+    assert (report.completed, report.throttled) == (1, 0)
+    assert fresh(soon).status == RunStatus.DONE
+
+    later = start(RATED, QUICK, instance="later").run
+    RateState.objects.filter(job=RATED).update(tat=DbNow() + timedelta(seconds=30))
+    tat = RateState.objects.get(job=RATED).tat
+    report = drive(RATED)
+    assert (report.completed, report.throttled) == (0, 1)
+    assert fresh(later).next_attempt_at == tat
 
 
 def test_c3_each_key_has_its_own_rate(frozen_clock, define, drive):

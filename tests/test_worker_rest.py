@@ -58,6 +58,26 @@ def test_w1_due_in_is_the_earliest_unleased_run_of_the_jobs_driven():
     assert due_in(jobs=["tests.noop"], queues=["emails"]) is None  # none of that queue
 
 
+def test_w1_w5_a_resting_worker_wakes_when_a_pass_in_flight_ends():
+    """``--concurrency 2 --interval 600``: the worker rests while a pass is in flight (its
+    run is leased, so the rest's due time cannot see it); the pass ends by deferring its
+    run, due again at once and announced to no one (W2 does not notify a Defer). The
+    worker drives it again when that pass ends, not ten minutes later."""
+    run = start("tests.deferring_slowly", {"until": time.time() + 0.5}).run
+    worker = django_command(
+        "rundueJobs", "--loop", "--interval", LONG_INTERVAL, "--concurrency", "2",
+        "--job", "tests.deferring_slowly",
+    )  # fmt: skip
+    try:
+        wait_for(
+            lambda: Run.objects.get(pk=run.pk).status == RunStatus.DONE,
+            "the deferred run to be driven again",
+            worker=worker,
+        )
+    finally:
+        stop_worker(worker)
+
+
 # -- W1: a rate-limited backlog drains at its rate -------------------------------------------
 
 

@@ -60,7 +60,8 @@ from .claims import (
 )
 from .commits import commit
 from .deletes import delete_finished, free_of_key, with_live_key
-from .limits import Admission, begin_limited, rejudge, throttle, throttle_unclaimed
+from .held_back import space_unclaimed, throttle_unclaimed
+from .limits import Admission, begin_limited, rejudge, throttle
 from .next_begin import NextBegin, commit_and_begin
 from .next_pass import NextPass, commit_and_go_on, goes_on
 from .queues import is_paused, pause_queue, paused_queues, resume_queue
@@ -107,6 +108,7 @@ __all__ = [
     "renew",
     "resume_queue",
     "settle",
+    "space_unclaimed",
     "start_as",
     "start_many",
     "stop_cancelled",

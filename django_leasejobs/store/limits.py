@@ -24,9 +24,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 from django.db import connections, transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import DurationField, Exists, ExpressionWrapper, F, OuterRef, Q
 
-from django_leasejobs.clock import plus
+from django_leasejobs.clock import get_clock, plus
 from django_leasejobs.limits import Limit, Rate
 from django_leasejobs.models import RateState, Run, Slot
 from django_leasejobs.states import Throttle
@@ -45,7 +45,6 @@ __all__ = [
     "rejudge",
     "slots_in_use",
     "throttle",
-    "throttle_unclaimed",
 ]
 
 #: How soon a run refused a concurrency slot is due again, at most (C2: "within
@@ -69,6 +68,8 @@ class Admission(NamedTuple):
     throttle: Throttle | None = None
     #: A rate's next allowed begin, by the database's clock (``None``: soon).
     until: datetime | None = None
+    #: How long after the refusal that is, by the same clock (``None``: not read).
+    left: timedelta | None = None
 
 
 class _Refused(Exception):
@@ -96,8 +97,8 @@ def begin_limited(
         with unanswered_if_lost(Unanswered(run_id, owner)), transaction.atomic(using=using):
             if free and not _take(free, run_id, owner):
                 raise _Refused(Admission(False, Throttle.CONCURRENCY))
-            if limit.rate is not None and (until := _spend(job, key, limit.rate)) is not None:
-                raise _Refused(Admission(False, Throttle.RATE, until))
+            if limit.rate is not None and (next_begin := _spend(job, key, limit.rate)):
+                raise _Refused(Admission(False, Throttle.RATE, *next_begin))
             if not BEGIN_LIMITED.run(using, run_id=run_id, owner=owner, margin=margin):
                 raise _Refused(Admission(False))
     except _Refused as refused:
@@ -142,29 +143,31 @@ def _take(free: list[tuple[int, str | None]], run_id: str, owner: str) -> bool:
     return False
 
 
-def _spend(job: str, key: str, rate: Rate) -> datetime | None:
+def _spend(job: str, key: str, rate: Rate) -> tuple[datetime, timedelta] | None:
     """C3: take the rate's next begin; ``None`` if taken, else when the next is allowed.
 
     The rate state is a theoretical arrival time: a begin is allowed when it
     is not after now, and pushes it to now + ``per / n`` -- one conditional
-    ``UPDATE`` on the database clock.
+    ``UPDATE`` on the database clock. Refused, the next allowed begin is read
+    with how far ahead of now it is, by the same clock.
     """
     states = RateState.objects.using(alias()).filter(job=job, key=key)
     at = now()
     if states.filter(tat__lte=at).update(tat=plus(at, rate.interval)):
         return None
-    tat = states.values_list("tat", flat=True).first()
-    if tat is not None:
-        return tat
+    ahead = ExpressionWrapper(F("tat") - at, output_field=DurationField())
+    found = states.annotate(left=ahead).values_list("tat", "left").first()
+    if found is not None:
+        return found
     RateState.objects.using(alias()).bulk_create(
         [RateState(job=job, key=key, tat=_LONG_AGO)], ignore_conflicts=True
     )
     if states.filter(tat__lte=at).update(tat=plus(at, rate.interval)):
         return None
-    return states.values_list("tat", flat=True).first()
+    return states.annotate(left=ahead).values_list("tat", "left").first()
 
 
-def _due(at: Any, wait: timedelta, until: datetime | None) -> Any:
+def due_again(at: Any, wait: timedelta, until: datetime | None) -> Any:
     """When a throttled run is due again: when its rate allows (*until*), or after *wait*."""
     return plus(at, wait) if until is None else until
 
@@ -183,30 +186,10 @@ def throttle(
         .unbegun()
         .update(
             lease_owner=None,
-            next_attempt_at=_due(at, wait, until),
+            next_attempt_at=due_again(at, wait, until),
             throttled_by=which,
             updated_at=at,
         )
-    )
-
-
-@conflicts_retried
-def throttle_unclaimed(
-    run_ids: list[str], which: Throttle, until: datetime | None, wait: timedelta
-) -> int:
-    """C4: runs of a key this drive just found at its limit, due again with the one throttled.
-
-    One statement for all of them, none claimed: each is moved only while it
-    is due, unclaimed and not a takeover (a begun lease), so a run another
-    worker holds, or one whose pass died, is left as it is. Returns how many
-    moved.
-    """
-    at = now()
-    return (
-        runs()
-        .claimable(at, took_over=False)
-        .filter(pk__in=run_ids)
-        .update(next_attempt_at=_due(at, wait, until), throttled_by=which, updated_at=at)
     )
 
 
@@ -225,9 +208,7 @@ def rejudge(jobs: tuple[str, ...], limit: Limit | None) -> int:
     at = now()
     rate = None if limit is None else limit.rate
     states = RateState.objects.using(alias()).filter(job__in=jobs)
-    stale = Q(throttled_by=Throttle.RATE)
-    if rate is not None:
-        stale &= Q(next_attempt_at__gt=plus(at, rate.interval))
+    stale = Q(throttled_by=Throttle.RATE) if rate is None else Q(pk__in=_spaced_too_far(jobs, rate))
     if limit is None or limit.concurrency is None:
         stale |= Q(throttled_by=Throttle.CONCURRENCY)
     with transaction.atomic(using=alias()):
@@ -242,6 +223,33 @@ def rejudge(jobs: tuple[str, ...], limit: Limit | None) -> int:
             .filter(stale, job__in=jobs, next_attempt_at__gt=at)
             .update(next_attempt_at=at, throttled_by="", updated_at=at)
         )
+
+
+def _spaced_too_far(jobs: tuple[str, ...], rate: Rate) -> list[str]:
+    """Runs held back by a rate further ahead than *rate* would hold them (C3, C5).
+
+    A key's held-back runs are spaced one interval apart (:mod:`.held_back`),
+    so under *rate* the k-th of them, in due order, waits at most k + 1
+    intervals from now: the rate's next begin, at most one interval ahead,
+    then one interval each. One later than that was spaced by a slower rule.
+    Read once per process and per changed limit, over the waiting runs only.
+    """
+    at = get_clock().now(alias())
+    held = (
+        runs()
+        .waiting()
+        .filter(job__in=jobs, throttled_by=Throttle.RATE)
+        .order_by("job", "limit_key", "next_attempt_at", "pk")
+        .values_list("pk", "job", "limit_key", "next_attempt_at")
+    )
+    too_far: list[str] = []
+    position, key = 0, None
+    for pk, job, limit_key, due in held:
+        position = position + 1 if (job, limit_key or "") == key else 1
+        key = (job, limit_key or "")
+        if due is not None and due > at + rate.interval * (position + 1):
+            too_far.append(pk)
+    return too_far
 
 
 def prune_idle() -> int:

@@ -1,0 +1,81 @@
+"""A full key's other due runs, held back in one statement without a claim (SPEC C4, C3, §13).
+
+Once a pass of a key is throttled, the key's other runs in the drive's
+snapshot would be too: claiming each only to let it go costs three
+statements a run. The drive steps over them (:mod:`..full_keys`) and, at
+its end, holds them back here, unclaimed, in one ``UPDATE`` per key:
+
+* refused a slot (C2), all of them until about when one frees
+  (:func:`throttle_unclaimed`);
+* refused by the rate (C3), each until the begin the rate will give it --
+  one rate interval apart, after the key's runs already held back
+  (:func:`space_unclaimed`). So each
+  falls due alone, when it may begin, and a begin does not move the rest
+  of the backlog again: held back all at one time, a backlog of 600 runs
+  was rewritten at every begin (2 400 row updates a second for a rate of 5).
+
+Either moves a run only while it is due, unclaimed and not a takeover (a
+begun lease), so a run another worker holds, or one whose pass died, is
+left as it is.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.db.models import Case, DateTimeField, Max, Q, Value, When
+
+from django_leasejobs.states import Throttle
+
+from .base import conflicts_retried, now, runs
+from .limits import due_again
+
+__all__ = ["space_unclaimed", "throttle_unclaimed"]
+
+
+@conflicts_retried
+def throttle_unclaimed(
+    run_ids: list[str], which: Throttle, until: datetime | None, wait: timedelta
+) -> int:
+    """C4: runs of a key this drive just found at its limit, due again with the one throttled.
+
+    Returns how many moved.
+    """
+    at = now()
+    return (
+        runs()
+        .claimable(at, took_over=False)
+        .filter(pk__in=run_ids)
+        .update(next_attempt_at=due_again(at, wait, until), throttled_by=which, updated_at=at)
+    )
+
+
+@conflicts_retried
+def space_unclaimed(
+    run_ids: list[str], job: str, key: str, until: datetime, every: timedelta
+) -> int:
+    """C3, C4: runs of a key its rate refused, in due order, each a rate interval after the last.
+
+    *until* is the rate's next allowed begin, where the throttled run waits
+    already; *every* its interval. The first of *run_ids* is due *every*
+    after the latest of *until* and the key's runs held back before (by this
+    drive's throttled passes or an earlier drive), so that no two fall due
+    together. One read of that latest time, among the waiting runs (the live
+    ones, not the history), and one ``UPDATE``. Returns how many moved.
+    """
+    mine = Q(limit_key=key) if key else Q(limit_key__isnull=True) | Q(limit_key="")
+    earlier = runs().throttled().filter(mine, job=job, throttled_by=Throttle.RATE)
+    latest = earlier.exclude(pk__in=run_ids).aggregate(latest=Max("next_attempt_at"))["latest"]
+    after = until if latest is None else max(until, latest)
+    due = [When(pk=pk, then=Value(after + every * n)) for n, pk in enumerate(run_ids, 1)]
+    at = now()
+    return (
+        runs()
+        .claimable(at, took_over=False)
+        .filter(pk__in=run_ids)
+        .update(
+            next_attempt_at=Case(*due, output_field=DateTimeField()),
+            throttled_by=Throttle.RATE,
+            updated_at=at,
+        )
+    )
