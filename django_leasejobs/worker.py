@@ -51,8 +51,10 @@ LISTEN_RETRY = 60.0
 FLUSH_SLACK = 0.01
 #: The first rest after a drive that could not run (F10); it doubles up to ``interval``.
 RETRY_FIRST = 0.25
-#: While passes are in flight, how often a rest looks up to see whether one ended.
-PASS_ENDED_SLICE = 0.005
+#: While passes are in flight, how often a rest looks up to see whether one ended. Each
+#: look is a poll of the LISTEN connection (W2): at 5 ms a worker resting beside one
+#: sleeping pass used 18 % of a core; at 50 ms, 2 %.
+PASS_ENDED_SLICE = 0.05
 
 
 class Worker:
@@ -189,7 +191,7 @@ class Worker:
         try:
             if ended is None:
                 listener.wait(seconds, stopping)
-            else:  # asked often: a pass that ends wakes the worker within a few ms
+            else:  # asked often: a pass that ends wakes the worker within PASS_ENDED_SLICE
                 listener.wait(seconds, stopping, every=PASS_ENDED_SLICE)
         except Exception as exc:  # psycopg's own errors, from a dropped socket
             self._lost_listener(exc)
