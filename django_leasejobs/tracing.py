@@ -30,8 +30,10 @@ process (:func:`_failed`).
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from types import ModuleType, TracebackType
@@ -50,9 +52,10 @@ SYSTEM = "django_leasejobs"
 
 logger = logging.getLogger("django_leasejobs")
 
-#: Looked up on first use, unguarded: threads that race there find the same modules.
+#: Looked up on first use, under ``_looking`` (see :func:`_otel`).
 _modules: tuple[ModuleType, ModuleType] | None = None
 _looked = False
+_looking = threading.Lock()
 
 
 def _failed(kind: str, exc: BaseException) -> None:
@@ -101,17 +104,27 @@ class _Contained(AbstractContextManager[Any]):
 
 
 def _otel() -> tuple[ModuleType, ModuleType] | None:
-    """``(opentelemetry.trace, opentelemetry.propagate)``, or ``None`` without the package."""
+    """``(opentelemetry.trace, opentelemetry.propagate)``, or ``None`` without the package.
+
+    Looked up once per process, under a lock, by name: pass threads start
+    together, and on Python 3.11 a thread whose ``import opentelemetry.propagate``
+    found the module loaded by another could read ``opentelemetry.propagate``
+    before the package was bound to it (``AttributeError``, seen at
+    ``--concurrency 4``). :func:`importlib.import_module` returns the module itself.
+    """
     global _modules, _looked  # noqa: PLW0603 - looked up once per process, on first use
-    if not _looked:
-        try:
-            import opentelemetry.propagate
-            import opentelemetry.trace
-        except ImportError:
-            _modules = None
-        else:
-            _modules = (opentelemetry.trace, opentelemetry.propagate)
-        _looked = True
+    if _looked:
+        return _modules
+    with _looking:
+        if not _looked:
+            try:
+                trace = importlib.import_module("opentelemetry.trace")
+                propagate = importlib.import_module("opentelemetry.propagate")
+            except ImportError:
+                _modules = None
+            else:
+                _modules = (trace, propagate)
+            _looked = True
     return _modules
 
 

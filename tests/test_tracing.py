@@ -193,6 +193,24 @@ def test_o3_without_opentelemetry_nothing_is_imported_and_nothing_is_stored(
         tracing._looked = False
 
 
+def test_o3_opentelemetry_is_found_while_another_thread_still_binds_its_package(monkeypatch):
+    """O3 at ``--concurrency 4`` (seen in CI, Python 3.11): a pass thread looked the modules
+    up while another thread's import of ``opentelemetry.propagate`` had loaded the module
+    but not yet bound the package to it -- ``AttributeError: module 'opentelemetry' has
+    no attribute 'propagate'``, and the run could not be driven. That moment, held still:
+    the module is in ``sys.modules``, the package's attribute is not yet there."""
+    import opentelemetry
+    import opentelemetry.propagate
+
+    monkeypatch.setattr(tracing, "_looked", False)
+    monkeypatch.delattr(opentelemetry, "propagate")
+    try:
+        assert tracing._otel() == (trace, sys.modules["opentelemetry.propagate"])
+    finally:
+        monkeypatch.undo()
+        tracing._looked = False
+
+
 @pytest.mark.parametrize(
     ("options", "outcome", "code"),
     [
