@@ -16,21 +16,29 @@ its end, holds them back here, unclaimed, in one ``UPDATE`` per key:
 
 Either moves a run only while it is due, unclaimed and not a takeover (a
 begun lease), so a run another worker holds, or one whose pass died, is
-left as it is.
+left as it is. C5's re-judging reads the spacing back
+(:func:`spaced_too_far`): which runs a looser rate would not hold so long.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db.models import Case, DateTimeField, Max, Q, Value, When
 
+from django_leasejobs.clock import get_clock, plus
+from django_leasejobs.limits import Rate
 from django_leasejobs.states import Throttle
 
-from .base import conflicts_retried, now, runs
-from .limits import due_again
+from .base import alias, conflicts_retried, now, runs
 
-__all__ = ["space_unclaimed", "throttle_unclaimed"]
+__all__ = ["due_again", "space_unclaimed", "spaced_too_far", "throttle_unclaimed"]
+
+
+def due_again(at: Any, wait: timedelta, until: datetime | None) -> Any:
+    """When a throttled run is due again: when its rate allows (*until*), or after *wait*."""
+    return plus(at, wait) if until is None else until
 
 
 @conflicts_retried
@@ -79,3 +87,30 @@ def space_unclaimed(
             updated_at=at,
         )
     )
+
+
+def spaced_too_far(jobs: tuple[str, ...], rate: Rate) -> list[str]:
+    """Runs held back by a rate further ahead than *rate* would hold them (C3, C5).
+
+    A key's held-back runs are spaced one interval apart (:func:`space_unclaimed`),
+    so under *rate* the k-th of them, in due order, waits at most k + 1
+    intervals from now: the rate's next begin, at most one interval ahead,
+    then one interval each. One later than that was spaced by a slower rule.
+    Read once per process and per changed limit, over the waiting runs only.
+    """
+    at = get_clock().now(alias())
+    held = (
+        runs()
+        .waiting()
+        .filter(job__in=jobs, throttled_by=Throttle.RATE)
+        .order_by("job", "limit_key", "next_attempt_at", "pk")
+        .values_list("pk", "job", "limit_key", "next_attempt_at")
+    )
+    too_far: list[str] = []
+    position, key = 0, None
+    for pk, job, limit_key, due in held:
+        position = position + 1 if (job, limit_key or "") == key else 1
+        key = (job, limit_key or "")
+        if due is not None and due > at + rate.interval * (position + 1):
+            too_far.append(pk)
+    return too_far

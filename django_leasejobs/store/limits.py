@@ -26,13 +26,14 @@ from typing import Any, NamedTuple
 from django.db import connections, transaction
 from django.db.models import DurationField, Exists, ExpressionWrapper, F, OuterRef, Q
 
-from django_leasejobs.clock import get_clock, plus
+from django_leasejobs.clock import plus
 from django_leasejobs.limits import Limit, Rate
 from django_leasejobs.models import RateState, Run, Slot
 from django_leasejobs.states import Throttle
 
 from .base import alias, conflicts_retried, fenced, now, runs
 from .claims import BEGIN_LIMITED
+from .held_back import due_again, spaced_too_far
 from .unanswered import Unanswered, unanswered_if_lost
 
 __all__ = [
@@ -167,11 +168,6 @@ def _spend(job: str, key: str, rate: Rate) -> tuple[datetime, timedelta] | None:
     return states.annotate(left=ahead).values_list("tat", "left").first()
 
 
-def due_again(at: Any, wait: timedelta, until: datetime | None) -> Any:
-    """When a throttled run is due again: when its rate allows (*until*), or after *wait*."""
-    return plus(at, wait) if until is None else until
-
-
 @conflicts_retried
 def throttle(
     run_id: str, owner: str, which: Throttle, until: datetime | None, wait: timedelta
@@ -208,7 +204,7 @@ def rejudge(jobs: tuple[str, ...], limit: Limit | None) -> int:
     at = now()
     rate = None if limit is None else limit.rate
     states = RateState.objects.using(alias()).filter(job__in=jobs)
-    stale = Q(throttled_by=Throttle.RATE) if rate is None else Q(pk__in=_spaced_too_far(jobs, rate))
+    stale = Q(throttled_by=Throttle.RATE) if rate is None else Q(pk__in=spaced_too_far(jobs, rate))
     if limit is None or limit.concurrency is None:
         stale |= Q(throttled_by=Throttle.CONCURRENCY)
     with transaction.atomic(using=alias()):
@@ -223,33 +219,6 @@ def rejudge(jobs: tuple[str, ...], limit: Limit | None) -> int:
             .filter(stale, job__in=jobs, next_attempt_at__gt=at)
             .update(next_attempt_at=at, throttled_by="", updated_at=at)
         )
-
-
-def _spaced_too_far(jobs: tuple[str, ...], rate: Rate) -> list[str]:
-    """Runs held back by a rate further ahead than *rate* would hold them (C3, C5).
-
-    A key's held-back runs are spaced one interval apart (:mod:`.held_back`),
-    so under *rate* the k-th of them, in due order, waits at most k + 1
-    intervals from now: the rate's next begin, at most one interval ahead,
-    then one interval each. One later than that was spaced by a slower rule.
-    Read once per process and per changed limit, over the waiting runs only.
-    """
-    at = get_clock().now(alias())
-    held = (
-        runs()
-        .waiting()
-        .filter(job__in=jobs, throttled_by=Throttle.RATE)
-        .order_by("job", "limit_key", "next_attempt_at", "pk")
-        .values_list("pk", "job", "limit_key", "next_attempt_at")
-    )
-    too_far: list[str] = []
-    position, key = 0, None
-    for pk, job, limit_key, due in held:
-        position = position + 1 if (job, limit_key or "") == key else 1
-        key = (job, limit_key or "")
-        if due is not None and due > at + rate.interval * (position + 1):
-            too_far.append(pk)
-    return too_far
 
 
 def prune_idle() -> int:
