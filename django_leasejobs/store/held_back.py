@@ -8,11 +8,11 @@ its end, holds them back here, unclaimed, in one ``UPDATE`` per key:
 * refused a slot (C2), all of them until about when one frees
   (:func:`throttle_unclaimed`);
 * refused by the rate (C3), each until the begin the rate will give it --
-  one rate interval apart, after the key's runs already held back
-  (:func:`space_unclaimed`). So each
-  falls due alone, when it may begin, and a begin does not move the rest
-  of the backlog again: held back all at one time, a backlog of 600 runs
-  was rewritten at every begin (2 400 row updates a second for a rate of 5).
+  one rate interval apart, after the key's runs already held back, which
+  one read finds (:func:`space_unclaimed`). So each falls due alone, when
+  it may begin, and a begin does not move the rest of the backlog again:
+  held back all at one time, a backlog of 600 runs was rewritten at every
+  begin (2 400 row updates a second for a rate of 5).
 
 Either moves a run only while it is due, unclaimed and not a takeover (a
 begun lease), so a run another worker holds, or one whose pass died, is
