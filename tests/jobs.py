@@ -471,6 +471,8 @@ def deferring_slowly(p):
     from django_leasejobs import Defer
 
     if time.time() < p.payload["until"]:
+        # A fixed wait is the point: the worker must be resting while this pass is in
+        # flight, so that only the pass's end can wake it (the test's deadline is 60 s).
         time.sleep(1)
         raise Defer(timedelta(0))
     return p.done()
