@@ -55,6 +55,9 @@ def conclude(
     run's next pass where the drive may *go on* with it (:mod:`.going_on`).
     """
     verdict = lease.record.conclude()
+    if verdict is Verdict.OPEN and ending.error is None:
+        # Nothing decided the pass and its handler returned: the common case, first.
+        return commit_returned(lease, ending.result, follower, going_on)
     if verdict is Verdict.LOST:
         return superseded(lease)
     if verdict is Verdict.INTERRUPTED:
@@ -76,6 +79,5 @@ def conclude(
         return Outcome(PassOutcome.DEFERRED)
     if isinstance(ending.error, DecodeFailed):
         return fail(lease, FailureCode.DECODE_FAILED, describe(ending.error))
-    if ending.error is not None:
-        return fail(lease, FailureCode.HANDLER_FAILED, describe(ending.error))
-    return commit_returned(lease, ending.result, follower, going_on)
+    assert ending.error is not None  # else the handler returned, committed above
+    return fail(lease, FailureCode.HANDLER_FAILED, describe(ending.error))

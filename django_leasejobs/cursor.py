@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from django.db import DatabaseError
 
 from . import store
+from .claims_ahead import Claims
 from .contained import contained
 from .due import DriveOptions, DueKey
 from .errors import describe, one_line
@@ -33,7 +34,7 @@ from .holder import current_holder
 from .in_turn import NOT_WON, Ran, drive_in_turn
 from .leases import Claimed
 from .outcome import Outcome
-from .pacing import STRETCH_MAX, Claims, pace
+from .pacing import STRETCH_MAX, pace
 from .report import DriveReport, Note
 from .states import PassOutcome
 from .stats import aggregate, lost_observers
@@ -140,6 +141,21 @@ class DueCursor:
             self.lost(key)
         return NOT_WON
 
+    def hand_out(self, free: int, busy: Container[str]) -> list[DueKey] | None:
+        """The next run for a pool thread, and the runs after it that thread claims with it (W5).
+
+        Idle threads share what is left rather than one of them driving it
+        all in turn (*free* of them). A run in *busy* -- handed to a thread
+        by an earlier drive, unclaimed yet, so still due in this snapshot --
+        is not handed over twice. ``None`` when :meth:`next` has no more.
+        """
+        while (key := self.next()) is not None:
+            if key.id in busy:
+                continue
+            most = -(-(self.left() + 1) // free) if free else len(self.keys)
+            return self.stretch(key, self.options.jobs[key.job], most, busy)
+        return None
+
     def stretch(self, key: DueKey, spec: Job, most: int, busy: Container[str] = ()) -> list[DueKey]:
         """*key*, and up to *most* - 1 runs after it for one thread to claim at once (W5, §13).
 
@@ -236,6 +252,14 @@ class DueCursor:
         for outcome in outcomes:
             if outcome.throttle is not None:
                 self.full_keys.reached(key.job, outcome.throttle)
+
+    def counted(self, keys: list[DueKey], ran: list[Ran]) -> bool:
+        """Count what a pool thread's runs came to; whether one lost its connection (F10)."""
+        if not any(one.won for one in ran):
+            self.lost(keys[0])  # another worker is on this stretch of the due order
+        for key, one in zip(keys, ran, strict=True):
+            self.count(key, one)
+        return any(one.lost for one in ran)
 
     def end(self) -> None:
         """The drive's end: claims not reached given back, limited runs held back (C4).

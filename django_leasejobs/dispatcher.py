@@ -24,9 +24,9 @@ import logging
 from collections.abc import Callable
 
 from .cursor import DueCursor
-from .due import DueKey
+from .due import DriveOptions, DueKey
 from .errors import describe
-from .handed import Unclaimed, run_alone, run_stretch
+from .handed import Unclaimed, run_handed
 from .in_turn import Ran
 from .pool import Abandoned, Pool, Unstarted
 from .report import Note
@@ -75,25 +75,27 @@ class Dispatcher:
         self._handed = Unclaimed()
         self._tokens = 0
 
-    def hand_out(self, cursor: DueCursor, *, wait: bool) -> None:
-        """Hand the snapshot's runs to the pool; with *wait*, until every pass has ended."""
+    def hand_out(self, cursor: DueCursor, options: DriveOptions, *, wait: bool) -> None:
+        """Hand the snapshot's runs to the pool; with *wait*, until every pass has ended.
+
+        *cursor* is where the drive is in its snapshot; *options*, what each
+        pass is handed unchanged, so they travel apart (:mod:`.cursor`).
+        """
         self.dispatched = False
         self._collect(cursor, timeout=0)
-        while not cursor.options.stop():
+        while not options.stop():
             # Every thread busy and the backlog full. A call waiting in the backlog holds
             # no claim -- its thread claims when it takes it -- so a thread that frees
             # starts its next pass at once, and no lease waits out a slow pass.
             if not self.pool.room():
                 self._collect(cursor, timeout=WAIT_SLICE)
                 continue
-            key = cursor.next()
-            if key is None:
+            # Runs handed to a thread by an earlier drive and waiting for it, unclaimed, so
+            # still due in this drive's snapshot, are not handed over twice.
+            keys = cursor.hand_out(self.pool.free(), self._handed)
+            if keys is None:
                 break
-            if key.id in self._handed:
-                # Handed to a thread by an earlier drive and waiting for it, unclaimed, so
-                # still due in this drive's snapshot: not handed over twice.
-                continue
-            self._start(cursor, key)
+            self._submit(options, keys, cursor)
             self._collect(cursor, timeout=0)
         if wait:
             self.wait_for_passes(cursor)
@@ -126,28 +128,16 @@ class Dispatcher:
     def close(self, timeout: float | None = None) -> None:
         self.pool.close(timeout)
 
-    def _start(self, cursor: DueCursor, key: DueKey) -> None:
-        """Hand *key*'s run to a thread, alone or as the head of a stretch, to claim there."""
-        spec = cursor.options.jobs[key.job]
-        # Idle threads share what is left rather than one of them driving it all in turn.
-        free = self.pool.free()
-        most = -(-(cursor.left() + 1) // free) if free else len(cursor.keys)
-        stretch = cursor.stretch(key, spec, most, self._handed)
+    def _submit(self, options: DriveOptions, keys: list[DueKey], cursor: DueCursor) -> None:
+        """Hand *keys*' runs to a thread, which claims them there (:func:`~.handed.run_handed`)."""
+        spec = options.jobs[keys[0].job]
         handed = self._handed  # what the call, on its thread, takes its runs out of
-        if len(stretch) > 1:
-            self._submit(
-                cursor, stretch, lambda: run_stretch(cursor.options, stretch, spec, handed)
-            )
-        else:  # the thread claims it (L2), or takes it over (L3)
-            self._submit(cursor, [key], lambda: run_alone(cursor.options, key, spec, handed))
-
-    def _submit(self, cursor: DueCursor, keys: list[DueKey], call: Callable[[], list[Ran]]) -> None:
+        handed.add(keys)
         cursor.in_flight += len(keys)
-        self._handed.add(keys)
         self.dispatched = True
         self._tokens += 1
         self._flying[self._tokens] = (keys, cursor)
-        self.pool.submit(self._tokens, call)
+        self.pool.submit(self._tokens, lambda: run_handed(options, keys, spec, handed))
 
     def _collect(self, cursor: DueCursor, *, timeout: float) -> None:
         """Count the passes that ended in *cursor*: the drive in progress (W5)."""
@@ -174,9 +164,5 @@ class Dispatcher:
                 if all(note.text != _REFUSED_NOTE for note in cursor.report.warnings):
                     cursor.report.warnings.append(Note(keys[0].id, _REFUSED_NOTE))
                 continue
-            if not any(one.won for one in ran):
-                cursor.lost(keys[0])  # another worker is on this stretch of the due order
-            for key, one in zip(keys, ran, strict=True):
-                if one.lost:
-                    self.pool.scarce()  # F10: perhaps refused; idle threads give theirs back
-                cursor.count(key, one)
+            if cursor.counted(keys, ran):
+                self.pool.scarce()  # F10: perhaps refused; idle threads give theirs back

@@ -247,11 +247,11 @@ def run_due_jobs(
     if concurrency == 1:
         drive_on_this_thread(cursor)
     elif dispatcher is not None:
-        dispatcher.hand_out(cursor, wait=False)
+        dispatcher.hand_out(cursor, options, wait=False)
     else:
         own = Dispatcher(concurrency)
         try:
-            own.hand_out(cursor, wait=True)
+            own.hand_out(cursor, options, wait=True)
         finally:
             own.close()
     # F4: a connection the database ended during the drive is opened anew for what follows;

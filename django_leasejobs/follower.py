@@ -3,7 +3,7 @@
 A short pass that finishes writes its commit (R3), and the pass after it
 then writes its BEGIN (L4): two commits, each waiting for its own flush of
 the database's log, which is most of what a short pass costs. When the next
-run of the drive is already claimed ahead (:mod:`.pacing`), its BEGIN can
+run of the drive is already claimed ahead (:mod:`.claims_ahead`), its BEGIN can
 ride in this pass's commit instead -- one statement on PostgreSQL, one
 transaction elsewhere (:func:`~.store.next_begin.commit_and_begin`) -- so the
 two share one commit. Nothing about either changes: the commit is fenced on
@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from .claims_ahead import Claims
 from .leases import Claimed
-from .pacing import Claims
 
 __all__ = ["Follower"]
 
@@ -66,8 +66,8 @@ class Follower:
         """
         assert self._taken is not None, "sent() without claim_to_carry()"
         prefix, claimed = self._taken
-        if began is None:
-            self._claims.restore(self.run_id, prefix, claimed)
-            self._taken = None
-        else:
+        if began is not None:
             self.claimed = claimed._replace(begun=began)
+            return
+        self._claims.restore(self.run_id, prefix, claimed)
+        self._taken = None

@@ -15,17 +15,17 @@ from typing import TYPE_CHECKING
 
 from django.db import DatabaseError, connections
 
+from .claims_ahead import Claims
 from .due import DriveOptions, DueKey
 from .errors import connection_lost
 from .follower import Follower
 from .in_turn import NOT_WON, REFUSED, SKIPPED, Ran, drive_in_turn
 from .leases import Claimed
-from .pacing import Claims
 
 if TYPE_CHECKING:
     from .registry import Job
 
-__all__ = ["Handed", "Unclaimed", "run_alone", "run_stretch"]
+__all__ = ["Handed", "Unclaimed", "run_alone", "run_handed", "run_stretch"]
 
 
 class Unclaimed:
@@ -50,6 +50,19 @@ class Unclaimed:
     def discard(self, keys: list[DueKey]) -> None:
         with self._lock:
             self._ids.difference_update(key.id for key in keys)
+
+
+def run_handed(
+    options: DriveOptions, keys: list[DueKey], spec: Job, handed: Unclaimed
+) -> list[Ran]:
+    """On a pool thread: claim the runs handed to it, and drive them (W5).
+
+    One run alone is claimed by its pass (L2) or taken over (L3); a stretch
+    is claimed in one statement first (:func:`run_stretch`).
+    """
+    if len(keys) == 1:
+        return run_alone(options, keys[0], spec, handed)
+    return run_stretch(options, keys, spec, handed)
 
 
 def run_alone(options: DriveOptions, key: DueKey, spec: Job, handed: Unclaimed) -> list[Ran]:

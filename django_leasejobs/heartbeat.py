@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from types import TracebackType
 from typing import TYPE_CHECKING
 
 from django.db import DatabaseError, connections
@@ -58,12 +57,7 @@ class Heartbeat:
         self._thread.start()
         return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         # Stopped and joined before the pass's outcome is written, so no
         # renewal can land after the commit or settle released the lease.
         self._stopped.set()

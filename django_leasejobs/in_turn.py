@@ -29,8 +29,8 @@ from .follower import Follower
 from .outcome import Outcome
 
 if TYPE_CHECKING:
+    from .claims_ahead import Claims
     from .leases import Claimed
-    from .pacing import Claims
     from .registry import Job
 
 __all__ = ["NOT_WON", "REFUSED", "SKIPPED", "Line", "Ran", "drive_in_turn"]

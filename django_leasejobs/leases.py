@@ -109,7 +109,7 @@ class Claimed(NamedTuple):
     ``found`` is the run as claimed, or the :class:`UnreadableRow` it could
     not be read back as (R9, §12); ``countdown`` has counted since just before
     the claim was sent. Made by the drive's own claim, or by a claim made
-    ahead of the run's turn (:mod:`.pacing`), on the drive's thread or a
+    ahead of the run's turn (:mod:`.claims_ahead`), on the drive's thread or a
     pool thread's (W5).
     """
 
@@ -117,7 +117,7 @@ class Claimed(NamedTuple):
     owner: str
     countdown: Countdown
     #: ``None`` until its BEGIN is sent. ``True`` or ``False``: the BEGIN rode in the
-    #: commit of the pass before it (:class:`~.pacing.Follower`, §13), and wrote or not.
+    #: commit of the pass before it (:class:`~.follower.Follower`, §13), and wrote or not.
     begun: bool | None = None
 
 

@@ -126,8 +126,8 @@ class Pass:
         self.attempt = row.attempts + 1
         self._lease = lease
         self._interrupt = interrupt
-        self._ledger = Ledger(lease)
         self.payload, self.cursor, lease.record.counters = _decoded(row)
+        self._ledger = Ledger(lease)
 
     # -- reading the run ------------------------------------------------------
 

@@ -13,7 +13,7 @@ extra half cannot be written.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from django.db import DatabaseError
 
@@ -27,8 +27,7 @@ from .leases import Claimed, Countdown, Lease
 from .models import Run
 from .outcome import Outcome
 from .passes import IDLE_PASSES_WARN, IDLE_WARNING, PassResult
-from .schedules.writes import record_outcome
-from .setbacks import fail, send, superseded
+from .setbacks import ended, fail, superseded
 from .states import FailureCode, PassOutcome, RunStatus
 
 if TYPE_CHECKING:
@@ -61,28 +60,37 @@ def commit_returned(
     except NotQueueSafe as exc:
         return fail(lease, FailureCode.HANDLER_FAILED, describe(exc))
     done = result is not None and result.done
-    written: dict[str, Any] = {"cursor": cursor, "counters": counters}
-    if stored is not None:
-        written["result"] = stored
     # R3 keeps the cursor of a pass that returned None; a handler that forgot to
     # return would then run again and again, changing nothing: count it (visible).
     idle = not done and cursor == run.cursor and not record.steps_recorded
     idle_passes = run.idle_passes + 1 if idle else 0
-    changed = None if idle_passes == run.idle_passes else idle_passes
-    drop_steps = record.steps_recorded or run.has_steps
+    written = store.Written(
+        run,
+        lease.owner,
+        cursor,
+        counters,
+        done=done,
+        progress_total=record.progress_total,
+        drop_steps=record.steps_recorded or run.has_steps,
+        result=stored,
+        idle_passes=None if idle_passes == run.idle_passes else idle_passes,
+    )
     # A finish that drops no step ledger is one statement, which can carry the BEGIN
     # of the next run claimed ahead (§13). Taken only now, so that a drive told to
     # stop while this pass ran begins nothing more.
     carried = (
-        follower.claim_to_carry() if follower is not None and done and not drop_steps else None
+        follower.claim_to_carry()
+        if follower is not None and done and not written.drop_steps
+        else None
     )
     try:
+        committed: bool | None = None  # None: nothing carried, or nothing of it written
         if follower is not None and carried is not None:
-            committed = _commit_and_begin(lease, follower, carried, changed, written)
+            committed = _commit_and_begin(written, follower, carried)
         elif going_on is not None and not done and going_on.may():
-            committed = _commit_and_go_on(lease, going_on, changed, written, drop_steps)
-        else:
-            committed = _commit_alone(lease, done, drop_steps, changed, written)
+            committed = _commit_and_go_on(written, lease, going_on)
+        if committed is None:
+            committed = store.commit(written)
     except DatabaseError as exc:
         if connection_lost(store.alias()):
             raise
@@ -94,8 +102,6 @@ def commit_returned(
         return superseded(lease)
     if not done:
         return Outcome(PassOutcome.ADVANCED, warning=_idle_warning(run, idle_passes))
-    if lease.spec.schedule:
-        record_outcome(run, RunStatus.DONE)
     finished = run.as_written(
         status=RunStatus.DONE,
         attempts=0,
@@ -104,85 +110,50 @@ def commit_returned(
         live_key=None,
         lease_owner=None,
         lease_began_at=None,
-        **written,
+        cursor=cursor,
+        counters=counters,
+        **({} if stored is None else {"result": stored}),
     )
-    send(signals.run_completed, finished)
+    ended(lease, finished, signals.run_completed)
     return Outcome(PassOutcome.COMPLETED)
 
 
-def _commit_and_begin(
-    lease: Lease,
-    follower: Follower,
-    carried: Claimed,
-    idle_passes: int | None,
-    written: dict[str, Any],
-) -> bool:
-    """R3's finish with the next pass's BEGIN carried in it (L4, §13); whether the finish won."""
+def _commit_and_begin(written: store.Written, follower: Follower, carried: Claimed) -> bool | None:
+    """R3's finish with the next pass's BEGIN carried in it (L4, §13); whether the finish won.
+
+    ``None``: the database refused the pair, so nothing of it was written.
+    """
     then = store.NextBegin(follower.run_id, carried.owner, carried.countdown.margin)
-    progress_total = lease.record.progress_total
+    began: bool | None = None
+    committed: bool | None = None
     try:
-        committed, began = store.commit_and_begin(
-            lease.run,
-            lease.owner,
-            then,
-            progress_total=progress_total,
-            idle_passes=idle_passes,
-            **written,
-        )
+        committed, began = store.commit_and_begin(written, then)
     except DatabaseError:
         if connection_lost(store.alias()):
             raise  # whether the next pass began is not known: its claim is left to its lease
         # Nothing of the pair was written. The next run begins alone in its turn, and
         # the finish is sent alone: if the database refuses it again, that is this pass's.
-        follower.sent(None)
-        return _commit_alone(lease, True, False, idle_passes, written)
     follower.sent(began)
     return committed
 
 
-def _commit_and_go_on(
-    lease: Lease,
-    going_on: GoingOn,
-    idle_passes: int | None,
-    written: dict[str, Any],
-    drop_steps: bool,
-) -> bool:
-    """R3's advance with the run's next pass claimed and begun in it (L2, L4); whether it won."""
+def _commit_and_go_on(written: store.Written, lease: Lease, going_on: GoingOn) -> bool | None:
+    """R3's advance with the run's next pass claimed and begun in it (L2, L4); whether it won.
+
+    ``None``: nothing was written -- the lease is gone, or the queue was paused.
+    """
     owner = new_owner()
     # Counted from before the statement is sent, as a claim's: the round trip counts (L1).
     countdown = Countdown(lease.countdown.lease, Countdown.now())
-    then = store.NextPass(owner, current_holder(), countdown.lease)
-    progress_total = lease.record.progress_total
     claimed = store.commit_and_go_on(
-        lease.run,
-        lease.owner,
-        then,
-        progress_total=progress_total,
-        drop_steps=drop_steps,
-        idle_passes=idle_passes,
-        **written,
+        written, store.NextPass(owner, current_holder(), countdown.lease)
     )
-    if claimed is not None:
-        going_on.claimed = Claimed(claimed, owner, countdown, begun=True)
-        return True
-    # Nothing written: the lease is gone, or the queue was paused meanwhile (W6). The
-    # advance alone tells which; the drive's next claim then finds the queue paused.
-    return _commit_alone(lease, False, drop_steps, idle_passes, written)
-
-
-def _commit_alone(
-    lease: Lease, done: bool, drop_steps: bool, idle_passes: int | None, written: dict[str, Any]
-) -> bool:
-    """R3's commit with nothing carried in it; whether it won."""
-    return store.commit(
-        lease.run,
-        lease.owner,
-        done=done,
-        progress_total=lease.record.progress_total,
-        drop_steps=drop_steps,
-        idle_passes=idle_passes,
-        **written,
-    )
+    if claimed is None:
+        # Nothing written: the lease is gone, or the queue was paused meanwhile (W6). The
+        # advance alone tells which; the drive's next claim then finds the queue paused.
+        return None
+    going_on.claimed = Claimed(claimed, owner, countdown, begun=True)
+    return True
 
 
 def _idle_warning(run: Run, idle_passes: int) -> str:

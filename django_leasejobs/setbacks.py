@@ -6,7 +6,8 @@ judgement, :func:`hold` parks a run not safe to repeat for an operator, and
 :func:`superseded` is the ending of a pass whose lease is gone -- it writes
 nothing of its own. Each takes the pass's :class:`~.leases.Lease` whole and
 returns its :class:`~.outcome.Outcome`; :func:`send` sends a run's signal
-once its outcome has committed.
+once its outcome has committed, and :func:`ended` tells a run's end to its
+schedule, then sends its signal.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from .schedules.writes import record_outcome
 from .states import FailureCode, PassOutcome, RunStatus
 from .times import duration
 
-__all__ = ["fail", "fail_step", "hold", "send", "settle", "superseded"]
+__all__ = ["ended", "fail", "fail_step", "hold", "send", "settle", "superseded"]
 
 logger = logging.getLogger("django_leasejobs")
 
@@ -61,23 +62,28 @@ def _settled(
         run, lease.owner, attempts=attempts, failure_code=code, error=error, retry_in=retry_in
     ):
         return superseded(lease)
-    if retry_in is not None:
-        logger.warning(
-            "Run retrying id=%s job=%s attempt=%s code=%s in=%s",
-            run.pk,
-            run.job,
-            attempts,
-            code,
-            duration(retry_in),
+    if retry_in is None:
+        failed = run.as_written(
+            status=RunStatus.FAILED, attempts=attempts, failure_code=code, last_error=error
         )
-        return Outcome(PassOutcome.RETRYING, error=error)
-    if lease.spec.schedule:
-        record_outcome(run, RunStatus.FAILED)
-    failed = run.as_written(
-        status=RunStatus.FAILED, attempts=attempts, failure_code=code, last_error=error
+        ended(lease, failed, signals.run_failed, failure_code=code, error=error)
+        return Outcome(PassOutcome.FAILED, error=error)
+    logger.warning(
+        "Run retrying id=%s job=%s attempt=%s code=%s in=%s",
+        run.pk,
+        run.job,
+        attempts,
+        code,
+        duration(retry_in),
     )
-    send(signals.run_failed, failed, failure_code=code, error=error)
-    return Outcome(PassOutcome.FAILED, error=error)
+    return Outcome(PassOutcome.RETRYING, error=error)
+
+
+def ended(lease: Lease, run: Run, signal: Any, **extra: object) -> None:
+    """*run* ended for good, committed: its schedule's last outcome first (S6), then its signal."""
+    if lease.spec.schedule:
+        record_outcome(run, RunStatus(run.status))
+    send(signal, run, **extra)
 
 
 def hold(lease: Lease) -> Outcome:

@@ -353,7 +353,7 @@ def test_s13_a_finish_carrying_the_next_begin_sends_the_orms_two_updates(next_he
     Run.objects.filter(pk=following.pk).update(lease_began_at=None)
     with CaptureQueriesContext(connection) as captured:
         won, began = next_begin.commit_and_begin(
-            finishing, owner, then, progress_total=None, idle_passes=None, **written
+            commits.Written(finishing, owner, done=True, **written), then
         )
     assert (won, began) == (True, next_held)
     sent = [q["sql"] for q in captured.captured_queries]
@@ -401,14 +401,14 @@ def test_r3_a_commit_that_drops_its_ledger_sends_the_orms_update_and_delete(done
     )
     with CaptureQueriesContext(connection) as captured:
         won = commits.commit(
-            run,
-            owner,
-            done=done,
-            progress_total=None,
-            drop_steps=True,
-            idle_passes=None,
-            cursor=written["cursor"],
-            counters=written["counters"],
+            commits.Written(
+                run,
+                owner,
+                written["cursor"],
+                written["counters"],
+                done=done,
+                drop_steps=True,
+            )
         )
     assert won is held
     sent = [q["sql"] for q in captured.captured_queries]
@@ -461,13 +461,7 @@ def _go_on(drop_steps: bool) -> tuple[Run, list[str]]:
     then = next_pass.NextPass("owner-token-2", "host:1:2:abc", LEASE)
     with CaptureQueriesContext(connection) as captured:
         gone_on = next_pass.commit_and_go_on(
-            run,
-            owner,
-            then,
-            cursor="1",
-            counters="{}",
-            progress_total=None,
-            drop_steps=drop_steps,
+            commits.Written(run, owner, "1", "{}", drop_steps=drop_steps), then
         )
     assert gone_on is not None
     sent = [q["sql"] for q in captured.captured_queries]

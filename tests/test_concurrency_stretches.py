@@ -19,7 +19,7 @@ from datetime import timedelta
 
 import pytest
 
-from django_leasejobs import RunStatus, pacing, run_due_jobs, signals, start, start_many
+from django_leasejobs import RunStatus, claims_ahead, run_due_jobs, signals, start, start_many
 from django_leasejobs import driver as driver_module
 from django_leasejobs.due import DriveOptions, DueKey
 from django_leasejobs.handed import Unclaimed, run_stretch
@@ -59,13 +59,13 @@ def _counting(define, drive, name):
 def claims_made(monkeypatch):
     """Each claim made ahead, as (the thread that made it, how many runs it asked for)."""
     made: list[tuple[str, int]] = []
-    claim_ahead = pacing.claim_ahead
+    claim_ahead = claims_ahead.claim_ahead
 
     def recorded(run_ids, lease, holder):
         made.append((threading.current_thread().name, len(run_ids)))
         return claim_ahead(run_ids, lease, holder)
 
-    monkeypatch.setattr(pacing, "claim_ahead", recorded)
+    monkeypatch.setattr(claims_ahead, "claim_ahead", recorded)
     return made
 
 

@@ -178,11 +178,11 @@ def test_r4_an_outcome_write_the_database_refuses_settles_the_pass_cleanly(
     other = beside()
     commit = store.commit
 
-    def refusing(run_, owner, **values):
-        if run_.pk == run.pk:
+    def refusing(written):
+        if written.run.pk == run.pk:
             with transaction.atomic():  # a real failed statement, as the database would
                 raise DataError("value too long for type character varying(26)")
-        return commit(run_, owner, **values)
+        return commit(written)
 
     monkeypatch.setattr(store, "commit", refusing)
     report = drive_both(drive, spec)

@@ -180,7 +180,7 @@ def test_s13_a_pair_the_database_refuses_sends_the_finish_alone_and_begins_the_n
     refused = []
 
     def refusing(*args, **kwargs):
-        refused.append(args[0].pk)
+        refused.append(args[0].run.pk)
         with transaction.atomic():  # a real failed statement, as the database would
             raise DataError("value too long for type character varying(26)")
 

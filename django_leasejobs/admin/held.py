@@ -66,26 +66,18 @@ def mark_in_flight(runs: list[Run]) -> None:
 
 def in_flight_summary(run: Run) -> SafeString | str:
     """The summary's "In flight" line: ``step charge:102, begun 2026-… UTC (4 min ago)``."""
-    found = in_flight_for(run)
-    if found is None:
-        return ""
-    return _step(_("step {}, begun {}"), found, run) if found.step else _no_step(found)
+    return _held_said(run, _("step {}, begun {}"), _no_step)
 
 
 def in_flight_banner(run: Run) -> SafeString | str:
     """The held run's banner: what its pass stopped in, and what to do about it."""
-    found = in_flight_for(run)
-    if found is None:
-        return ""
-    if found.step:
-        said = _(
-            "Held: its pass stopped while step {} was in flight; the step began {}. It may "
-            "have half-happened: check it before you decide. Release: resume runs it again; "
-            "Release: fail leaves it as it is."
-        )
-        return _step(said, found, run)
+    in_step = _(
+        "Held: its pass stopped while step {} was in flight; the step began {}. It may "
+        "have half-happened: check it before you decide. Release: resume runs it again; "
+        "Release: fail leaves it as it is."
+    )
     resume = _("Held: {}. Release: resume runs the pass again from the same cursor.")
-    return format_html(resume, _no_step(found))
+    return _held_said(run, in_step, lambda found: format_html(resume, _no_step(found)))
 
 
 def in_flight_line(run: Run) -> SafeString | str:
@@ -103,15 +95,25 @@ def in_flight_line(run: Run) -> SafeString | str:
 
 def runs_again(run: Run) -> SafeString | str:
     """What "Release: resume" runs again, named: the step in flight, or the pass from its step."""
+    in_step = _(
+        "Step {} runs again: it was in flight when the pass stopped, begun {}, and may "
+        "have half-happened."
+    )
+    return _held_said(run, in_step, _no_step_again)
+
+
+def _held_said(
+    run: Run, in_step: str, no_step: Callable[[InFlight], SafeString]
+) -> SafeString | str:
+    """Every sentence about a held run has two forms, as its pass stopped in a step or outside
+    one (*no_step*); a run that is not held gets none."""
     found = in_flight_for(run)
     if found is None:
         return ""
-    if found.step:
-        said = _(
-            "Step {} runs again: it was in flight when the pass stopped, begun {}, and may "
-            "have half-happened."
-        )
-        return _step(said, found, run)
+    return _step(in_step, found, run) if found.step else no_step(found)
+
+
+def _no_step_again(found: InFlight) -> SafeString:
     if found.last_completed is not None:
         said = _(
             "No step was in flight: the pass stopped after step {} completed, which returns "

@@ -19,6 +19,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext_lazy as _
 
+from django_leasejobs.codec import Decoded
 from django_leasejobs.models import Run
 from django_leasejobs.passes import IDLE_PASSES_WARN, IDLE_WARNING
 from django_leasejobs.states import FailureCode, RunStatus
@@ -49,6 +50,19 @@ def _time_field(name: str, description: Any) -> Callable[[object, Run], SafeStri
     def shown(self: object, run: Run) -> SafeString | str:
         when: datetime | None = getattr(run, name)
         return moment_tag(when, db_now(run))
+
+    return shown
+
+
+def _json_field(
+    decoded: Callable[[Run], Decoded], description: Any, empty: Any = None
+) -> Callable[[object, Run], SafeString | str]:
+    """One display for every JSON column, so each reads alike: pretty-printed, folded when long,
+    and shown as stored, with why, when it does not decode (A2)."""
+
+    @admin.display(description=description)
+    def shown(self: object, run: Run) -> SafeString | str:
+        return json_block(decoded(run), empty=empty)
 
     return shown
 
@@ -101,22 +115,6 @@ class RunFields:
     def last_error_display(self, run: Run) -> str:
         return pre(run.last_error) if run.last_error else "—"
 
-    @admin.display(description=_("payload"))
-    def payload_display(self, run: Run) -> str:
-        return json_block(run.decoded_payload())
-
-    @admin.display(description=_("cursor"))
-    def cursor_display(self, run: Run) -> str:
-        return json_block(run.decoded_cursor(), empty=_("no pass has committed yet"))
-
-    @admin.display(description=_("counters"))
-    def counters_display(self, run: Run) -> str:
-        return json_block(run.decoded_counters())
-
-    @admin.display(description=_("result"))
-    def result_display(self, run: Run) -> str:
-        return json_block(run.decoded_result(), empty=_("none"))
-
     @admin.display(description=_("duration"))
     def duration_display(self, run: Run) -> str:
         return elapsed(run.started_at, run.ended_at, db_now(run))
@@ -131,6 +129,13 @@ class RunFields:
         if not run.rerun_requested:
             return "—"
         return str(_("yes: one more run starts with the latest payload when this one completes"))
+
+    payload_display = _json_field(Run.decoded_payload, _("payload"))
+    cursor_display = _json_field(
+        Run.decoded_cursor, _("cursor"), empty=_("no pass has committed yet")
+    )
+    counters_display = _json_field(Run.decoded_counters, _("counters"))
+    result_display = _json_field(Run.decoded_result, _("result"), empty=_("none"))
 
     started_display = _time_field("started_at", _("started at"))
     updated_display = _time_field("updated_at", _("updated at"))

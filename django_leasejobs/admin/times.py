@@ -66,22 +66,18 @@ def time_tag(when: datetime | None, now: datetime) -> SafeString | str:
     """*when* relative to *now*, its exact time (and zone) in the ``title``, as in the markup."""
     if when is None:
         return "—"
-    return format_html(
-        '<time datetime="{}" title="{}">{}</time>',
-        when.isoformat(),
-        moment(when),
-        relative(when, now),
-    )
+    return _titled(when, relative(when, now))
 
 
 def until_tag(when: datetime | None, now: datetime) -> SafeString | str:
     """An "until" time: its clock time, then how far off (``02:14:05 UTC (in 4 min)``)."""
     if when is None:
         return "—"
+    return format_html("{} ({})", _titled(when, moment(when, near=now)), relative(when, now))
+
+
+def _titled(when: datetime, text: str) -> SafeString:
+    """*when* shown as *text*: a short form keeps the exact time (and zone) in its ``title``."""
     return format_html(
-        '<time datetime="{}" title="{}">{}</time> ({})',
-        when.isoformat(),
-        moment(when),
-        moment(when, near=now),
-        relative(when, now),
+        '<time datetime="{}" title="{}">{}</time>', when.isoformat(), moment(when), text
     )

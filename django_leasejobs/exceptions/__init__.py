@@ -20,64 +20,16 @@ written), :mod:`.passes` (what a pass raises, meets, or ends with),
 
 from __future__ import annotations
 
+from . import passes, refusals, tasks
 from .base import LeaseJobsError
-from .passes import (
-    DecodeFailed,
-    Defer,
-    LeaseLost,
-    PassAbandoned,
-    PassInterrupted,
-    PassTimedOut,
-    RunCancelled,
-    StepFailed,
-    StepInTransaction,
-    StepReused,
-    UnreadableRow,
-)
-from .refusals import (
-    DatabaseFull,
-    DuplicateJob,
-    InvalidJob,
-    InvalidKey,
-    InvalidNote,
-    InvalidSchedule,
-    JobNotRegistered,
-    NotQueueSafe,
-    RetryRefused,
-    RunNowRefused,
-    StartContended,
-)
-from .tasks import BackoffFailed, DrivesExhausted, RedactedError, TaskGone
+from .passes import *  # noqa: F403
+from .refusals import *  # noqa: F403
+from .tasks import *  # noqa: F403
 
-__all__ = [
-    "BackoffFailed",
-    "DatabaseFull",
-    "DecodeFailed",
-    "Defer",
-    "DrivesExhausted",
-    "DuplicateJob",
-    "InvalidJob",
-    "InvalidKey",
-    "InvalidNote",
-    "InvalidSchedule",
-    "JobNotRegistered",
-    "LeaseJobsError",
-    "LeaseLost",
-    "NotQueueSafe",
-    "PassAbandoned",
-    "PassInterrupted",
-    "PassTimedOut",
-    "RedactedError",
-    "RetryRefused",
-    "RunCancelled",
-    "RunNowRefused",
-    "StartContended",
-    "StepFailed",
-    "StepInTransaction",
-    "StepReused",
-    "TaskGone",
-    "UnreadableRow",
-]
+__all__ = ["LeaseJobsError"]
+__all__ += passes.__all__
+__all__ += refusals.__all__
+__all__ += tasks.__all__
 
 # Each class is known by this module's path, the one its users import: a Django
 # task's error records it (``TaskError.exception_class_path``), and a path stored

@@ -58,7 +58,7 @@ from .claims import (
     read_claimed,
     release_dead_holder,
 )
-from .commits import commit
+from .commits import Written, commit
 from .deletes import delete_finished, free_of_key, with_live_key
 from .held_back import space_unclaimed, throttle_unclaimed
 from .limits import Admission, begin_limited, rejudge, throttle
@@ -77,6 +77,7 @@ __all__ = [
     "NextBegin",
     "NextPass",
     "StartResult",
+    "Written",
     "alias",
     "begin",
     "begin_limited",

@@ -18,6 +18,7 @@ the caller then reports the pass ``superseded``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -30,7 +31,7 @@ from django_leasejobs.states import RunStatus
 from .base import FENCE_SLOTS, alias, conflicts_retried, fenced, finished, follow_up, released
 from .sql import AS_IS, Dropping, Slots, Statement
 
-__all__ = ["commit"]
+__all__ = ["Written", "commit"]
 
 
 def work(s: Slots, *, no_cursor: bool, total: bool, drop_steps: bool, idle: bool) -> dict[str, Any]:
@@ -82,44 +83,58 @@ def commit_statement(
     return Statement({**FENCE_SLOTS, **fields, "idle_passes": AS_IS}, build)
 
 
+@dataclass(frozen=True, slots=True)
+class Written:
+    """What a pass that returned writes in its commit (R3), whichever commit carries it.
+
+    *cursor* is the run's new cursor (the old one when the handler supplied
+    none); *counters* the merged counters and *result* the finish's result,
+    each already encoded. *idle_passes*, when given, is the run's new count
+    of passes in a row that changed nothing
+    (:data:`~django_leasejobs.passes.IDLE_PASSES_WARN`); the lease makes the
+    count read at the claim the row's own.
+    """
+
+    run: Run
+    owner: str
+    cursor: str | None
+    counters: str
+    done: bool = False
+    progress_total: int | None = None
+    drop_steps: bool = False
+    result: str | None = None
+    idle_passes: int | None = None
+
+    def shape(self) -> tuple[dict[str, bool], dict[str, Any]]:
+        """Which compiled form of the commit writes it, and the values it is bound to."""
+        values: dict[str, Any] = {"run_id": self.run.pk, "owner": self.owner}
+        values |= {"cursor": self.cursor, "counters": self.counters, "result": self.result}
+        values |= {"total": self.progress_total, "idle_passes": self.idle_passes}
+        shape = {
+            "done": self.done,
+            "total": self.progress_total is not None,
+            "drop_steps": self.drop_steps,
+            "no_cursor": self.cursor is None,  # SQL NULL, as QuerySet.update() writes it
+            "result": self.done and self.result is not None,
+            "idle": self.idle_passes is not None,
+        }
+        return shape, values
+
+
 @conflicts_retried
-def commit(
-    run: Run,
-    owner: str,
-    *,
-    cursor: str | None,
-    counters: str,
-    done: bool,
-    progress_total: int | None,
-    drop_steps: bool,
-    result: str | None = None,
-    idle_passes: int | None = None,
-) -> bool:
+def commit(written: Written) -> bool:
     """Commit a pass that returned (R3), in one transaction.
 
-    Writes the cursor (the caller passes the old one when the handler supplied
-    none), the merged counters, ``attempts = 0``, a cleared failure and a
-    released lease due now (L8), and drops the pass's step ledger. Done: status
-    ``done``, ``ended_at`` stamped, ``live_key`` cleared -- and if a kick asked
-    for it (``rerun_requested``), the follow-up run starts in the same
-    transaction, so the key is never free for a moment in between. A finish
-    with a *result* (already encoded) stores it in the run's ``result``.
-    *idle_passes*, when given, is the run's new count of passes in a row that
-    changed nothing (:data:`~django_leasejobs.passes.IDLE_PASSES_WARN`); the
-    lease makes the count read at the claim the row's own.
+    Writes the cursor, the merged counters, ``attempts = 0``, a cleared
+    failure and a released lease due now (L8), and drops the pass's step
+    ledger. Done: status ``done``, ``ended_at`` stamped, ``live_key``
+    cleared -- and if a kick asked for it (``rerun_requested``), the
+    follow-up run starts in the same transaction, so the key is never free
+    for a moment in between. A finish with a result stores it in the run's
+    ``result``.
     """
-    using = alias()
-    shape, values = shape_of(
-        run,
-        owner,
-        cursor=cursor,
-        counters=counters,
-        done=done,
-        progress_total=progress_total,
-        drop_steps=drop_steps,
-        result=result,
-        idle_passes=idle_passes,
-    )
+    using, done, drop_steps = alias(), written.done, written.drop_steps
+    shape, values = written.shape()
     # A finish first tries the form no kick asked to follow up; most finishes
     # are that, and then nothing needs to be read back.
     if not drop_steps:
@@ -129,35 +144,8 @@ def commit(
         if _dropping(quiet=done, **shape).run(using, **values):
             return True  # The ledger dropped in the commit's own statement.
     else:
-        return landed(run, shape, values, drop_steps=drop_steps, tried=False)
-    return landed(run, shape, values, drop_steps=drop_steps, tried=True)
-
-
-def shape_of(
-    run: Run,
-    owner: str,
-    *,
-    cursor: str | None,
-    counters: str,
-    done: bool,
-    progress_total: int | None,
-    drop_steps: bool,
-    result: str | None,
-    idle_passes: int | None,
-) -> tuple[dict[str, bool], dict[str, Any]]:
-    """A commit's shape (which compiled form) and its values."""
-    values: dict[str, Any] = {"run_id": run.pk, "owner": owner, "cursor": cursor}
-    values |= {"counters": counters, "total": progress_total, "result": result}
-    values["idle_passes"] = idle_passes
-    shape = {
-        "done": done,
-        "total": progress_total is not None,
-        "drop_steps": drop_steps,
-        "no_cursor": cursor is None,  # SQL NULL, as QuerySet.update() writes it
-        "result": done and result is not None,
-        "idle": idle_passes is not None,
-    }
-    return shape, values
+        return landed(written.run, shape, values, drop_steps=drop_steps, tried=False)
+    return landed(written.run, shape, values, drop_steps=drop_steps, tried=True)
 
 
 def landed(

@@ -15,11 +15,9 @@ from typing import NamedTuple
 
 from django.db import connections, transaction
 
-from django_leasejobs.models import Run
-
 from .base import alias, conflicts_retried
 from .claims import BEGIN
-from .commits import commit_statement, landed, shape_of
+from .commits import Written, commit_statement, landed
 from .sql import Paired
 from .unanswered import Unanswered, unanswered_if_lost
 
@@ -35,21 +33,11 @@ class NextBegin(NamedTuple):
 
 
 @conflicts_retried
-def commit_and_begin(
-    run: Run,
-    owner: str,
-    then: NextBegin,
-    *,
-    cursor: str | None,
-    counters: str,
-    progress_total: int | None,
-    result: str | None = None,
-    idle_passes: int | None = None,
-) -> tuple[bool, bool]:
+def commit_and_begin(written: Written, then: NextBegin) -> tuple[bool, bool]:
     """Finish a pass (R3) and BEGIN the next run's claimed pass (L4) in one commit (§13).
 
-    The finish is :func:`commit`'s with ``done=True`` and a pass that
-    recorded no step; *then* is the next pass's BEGIN, exactly as
+    The finish is :func:`commit`'s, of a pass that is done and recorded no
+    step; *then* is the next pass's BEGIN, exactly as
     :func:`~.claims.begin` sends it. Each is its own compare-and-set on its
     own run: one can win while the other loses. On PostgreSQL the two are one
     statement (:class:`~.sql.Paired`); elsewhere, one transaction.
@@ -65,41 +53,12 @@ def commit_and_begin(
         error, never retried (it may have applied).
     """
     with unanswered_if_lost(Unanswered(then.run_id, then.owner)):
-        return _commit_and_begin(
-            run,
-            owner,
-            then,
-            cursor=cursor,
-            counters=counters,
-            progress_total=progress_total,
-            result=result,
-            idle_passes=idle_passes,
-        )
+        return _commit_and_begin(written, then)
 
 
-def _commit_and_begin(
-    run: Run,
-    owner: str,
-    then: NextBegin,
-    *,
-    cursor: str | None,
-    counters: str,
-    progress_total: int | None,
-    result: str | None,
-    idle_passes: int | None,
-) -> tuple[bool, bool]:
+def _commit_and_begin(written: Written, then: NextBegin) -> tuple[bool, bool]:
     using = alias()
-    shape, values = shape_of(
-        run,
-        owner,
-        cursor=cursor,
-        counters=counters,
-        done=True,
-        progress_total=progress_total,
-        drop_steps=False,
-        result=result,
-        idle_passes=idle_passes,
-    )
+    shape, values = written.shape()
     values |= {"next_run_id": then.run_id, "next_owner": then.owner, "next_margin": then.margin}
     if connections[using].vendor == "postgresql":
         won, began = _paired(**shape).run(using, **values)
@@ -108,7 +67,7 @@ def _commit_and_begin(
             won = commit_statement(quiet=True, **shape).run(using, **values)
             began = BEGIN.run(using, run_id=then.run_id, owner=then.owner, margin=then.margin)
     if not won:  # a kick asked to follow this finish up: its own transaction
-        won = landed(run, shape, values, drop_steps=False, tried=True)
+        won = landed(written.run, shape, values, drop_steps=False, tried=True)
     return bool(won), bool(began)
 
 

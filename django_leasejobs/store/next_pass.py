@@ -22,7 +22,7 @@ from django_leasejobs.models import Run, Step
 from django_leasejobs.querysets import RunQuerySet
 
 from .base import FENCE_SLOTS, alias, conflicts_retried, fenced
-from .commits import shape_of, work
+from .commits import Written, work
 from .sql import AS_IS, KEY, Dropping, Slots, Statement, returns_rows
 from .unanswered import Unanswered, unanswered_if_lost
 
@@ -43,17 +43,7 @@ def goes_on(using: str) -> bool:
 
 
 @conflicts_retried
-def commit_and_go_on(
-    run: Run,
-    owner: str,
-    then: NextPass,
-    *,
-    cursor: str | None,
-    counters: str,
-    progress_total: int | None,
-    drop_steps: bool,
-    idle_passes: int | None = None,
-) -> Run | None:
+def commit_and_go_on(written: Written, then: NextPass) -> Run | None:
     """Advance a pass (R3) and claim and begin the run's next pass (L2, L4), in one commit.
 
     For a drive that goes on with the same run (``max_passes``): the
@@ -70,18 +60,8 @@ def commit_and_go_on(
     the next pass's lease is noted, to be given back uncharged (F3); the
     advance is the pass's error, never retried (it may have applied).
     """
-    using = alias()
-    shape, values = shape_of(
-        run,
-        owner,
-        cursor=cursor,
-        counters=counters,
-        done=False,
-        progress_total=progress_total,
-        drop_steps=drop_steps,
-        result=None,
-        idle_passes=idle_passes,
-    )
+    using, run, drop_steps = alias(), written.run, written.drop_steps
+    shape, values = written.shape()
     del shape["done"], shape["result"]
     values |= {"next_owner": then.owner, "holder": then.holder, "lease": then.lease}
     with unanswered_if_lost(Unanswered(run.pk, then.owner)):
