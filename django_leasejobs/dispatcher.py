@@ -29,6 +29,7 @@ from .errors import describe
 from .handed import Unclaimed, run_handed
 from .in_turn import Ran
 from .pool import Abandoned, Pool, Unstarted
+from .pooled import put_back
 from .report import Note
 
 __all__ = ["WAIT_SLICE", "Dispatcher"]
@@ -141,6 +142,8 @@ class Dispatcher:
 
     def _collect(self, cursor: DueCursor, *, timeout: float) -> None:
         """Count the passes that ended in *cursor*: the drive in progress (W5)."""
+        if timeout:
+            put_back()  # on Django's pool, this thread holds none while it waits (§13)
         for done in self.pool.wait(timeout=timeout):
             keys, began_in = self._flying.pop(done.tag)
             began_in.in_flight -= len(keys)

@@ -27,6 +27,7 @@ from .known import known_as
 from .leases import Claimed, Lease
 from .outcome import Outcome
 from .passes import Pass
+from .pooled import put_back
 from .states import PassOutcome
 from .tracing import finished, pass_span
 
@@ -98,6 +99,8 @@ def run_pass(
     beating: AbstractContextManager[object] = (
         Heartbeat(lease) if lease.spec.heartbeat else nullcontext()
     )
+    # §13: on Django's pool, a pass waiting on a slow upstream holds no connection.
+    put_back()
     with pass_span(lease) as span:  # O3, when OpenTelemetry is there
         try:
             p = Pass(lease, interrupt=interrupt)

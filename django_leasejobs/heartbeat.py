@@ -29,6 +29,7 @@ from django.db import DatabaseError, connections
 from . import store
 from .errors import drop_lost_connections, one_line
 from .leases import Countdown
+from .pooled import put_back
 from .verdicts import Verdict
 
 if TYPE_CHECKING:
@@ -72,6 +73,7 @@ class Heartbeat:
                     return  # R10: let the lease run out; the run will be taken over
                 sent = Countdown.now()
                 held = self._renew()
+                put_back()  # on Django's pool, held between beats by none (§13)
                 if held is None:
                     continue  # the lease may well still hold: try again at the next beat
                 if not held:

@@ -31,6 +31,7 @@ from .exceptions import (
 from .leases import RENEW_BEFORE_STEP, Countdown
 from .models import STEP_NAME_LENGTH
 from .policy import Retry
+from .pooled import put_back
 
 if TYPE_CHECKING:
     from .leases import Lease
@@ -126,6 +127,7 @@ class Ledger:
             # Where the pass writes (§12): a router may send the run's own reads to a replica.
             steps = self._lease.run.steps.using(store.alias())
             self._memo = {step.name: step for step in steps}
+            put_back()  # on Django's pool: the step's function may wait on an upstream
         return self._memo
 
     @staticmethod
@@ -141,6 +143,7 @@ class Ledger:
         if not store.renew(lease.run_id, lease.owner, countdown.lease, strict=lease.strict):
             raise LeaseLost
         countdown.renewed(sent)
+        put_back()
 
     def _write(
         self,
@@ -169,6 +172,7 @@ class Ledger:
             raise LeaseLost
         countdown.renewed(sent)
         lease.record.steps_recorded = True
+        put_back()
 
     def _fail(
         self, name: str, attempts: int, policy: Retry, error: str, *, exists: bool

@@ -25,6 +25,7 @@ from django.db import DatabaseError, connections
 
 from .conf import conf
 from .errors import one_line
+from .pooled import unpooled
 from .store.base import CHANNEL, alias
 from .times import duration
 
@@ -56,6 +57,7 @@ class Listener:
         if not conf.NOTIFY or connections[listen_on].vendor != "postgresql":
             return None
         wrapper = connections.create_connection(listen_on)
+        wrapper.settings_dict = unpooled(wrapper.settings_dict)  # a session of its own
         listener = cls(wrapper)
         try:
             wrapper.ensure_connection()

@@ -45,6 +45,7 @@ from django.db import close_old_connections, connections
 
 from .errors import drop_lost_connections
 from .hung import Slot, on_this_thread
+from .pooled import put_back
 
 __all__ = ["IDLE_CLOSE", "Abandoned", "Done", "Pool", "Unstarted"]
 
@@ -272,6 +273,7 @@ class Pool:
                     # A database error the call handed back as a value (a pass's, D4):
                     # a connection it left unusable is reopened on next use (F4).
                     drop_lost_connections()
+                put_back()  # on Django's pool, an idle thread holds none (§13)
                 with slot.lock:
                     abandoned = slot.abandoned
                     slot.tag = slot.deadline = None

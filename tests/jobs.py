@@ -495,6 +495,35 @@ def monitored_broken(p):
     raise RuntimeError("broken on purpose: its first failed pass must alert (O2)")
 
 
+def _wait_for_gate(payload):
+    """Wait, touching no database, until the file ``payload["until_file"]`` exists (60 s at
+    most): a pass waiting on a slow upstream, as ``rundueJobs`` on Django's pool must serve
+    hundreds of at once on a few connections (§13, tests/test_pooled.py)."""
+    import os
+    import time
+
+    deadline = time.monotonic() + 60
+    while not os.path.exists(payload["until_file"]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _gated(p):
+    _wait_for_gate(p.payload)
+    return p.done()
+
+
+job("tests.gated", lease=timedelta(seconds=60))(_gated)
+
+
+@job("tests.gated_steps", lease=timedelta(seconds=6), heartbeat=True)
+def gated_steps(p):
+    """:func:`_wait_for_gate` as the function of its second step, after a first one; its lease
+    renewed every 2 s from a side thread (L10). Each borrows from the pool and puts back."""
+    p.step("first", lambda: 1)
+    p.step("wait", lambda: _wait_for_gate(p.payload))
+    return p.done()
+
+
 # The fault tests' jobs (§17) live beside their tests; registered here, where every
 # worker process finds the tests app's jobs.
 from tests.faults import jobs as _fault_jobs  # noqa: E402, F401

@@ -301,13 +301,14 @@ def _stopped(process: subprocess.Popen) -> bool:
     return all(state in "tT" for state in states)
 
 
-def python(code: str) -> subprocess.Popen:
-    """Start ``python -c <code>`` with Django set up on the test database."""
+def python(code: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """Start ``python -c <code>`` with Django set up on the test database (*env*: more
+    variables)."""
     prelude = "import django; django.setup()\n"
     return spawned(
         subprocess.Popen(
             [sys.executable, "-c", prelude + code],
-            env=command_env(),
+            env=command_env(**(env or {})),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

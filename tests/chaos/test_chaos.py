@@ -29,6 +29,7 @@ PostgreSQL and MariaDB. ``LEASEJOBS_CHAOS=long`` makes it ten times bigger.
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import random
 import signal
@@ -73,15 +74,18 @@ THREADS = 4
 class Fleet:
     """The worker processes, the kills and the replacements."""
 
-    def __init__(self, log_dir: Path, extra: tuple[str, ...] = ()):
+    def __init__(
+        self, log_dir: Path, extra: tuple[str, ...] = (), env: dict[str, str] | None = None
+    ):
         self.log_dir = log_dir
         self.extra = extra  # more options for each worker's command
+        self.env = env or {}  # more variables for each worker
         self.workers: list[subprocess.Popen] = []
         self.kills: dict[int, int] = {}  # pid -> monotonic_ns of its SIGKILL
         self.started = 0
 
     def spawn(self) -> None:
-        env = command_env(LEASEJOBS_CHAOS_DIR=str(self.log_dir))
+        env = command_env(LEASEJOBS_CHAOS_DIR=str(self.log_dir), **self.env)
         with open(self.log_dir / f"worker-{self.started}.stderr", "w") as stderr:
             worker = spawned(subprocess.Popen(
                 [sys.executable, "-m", "django", "rundueJobs", "--loop", "--interval", "0.1",
@@ -204,8 +208,11 @@ def restart_database() -> None:
     connection.close()
 
 
-def run_chaos(tmp_path: Path, *, restart: bool, threads: int = 1) -> None:
-    """The chaos run; *threads* above 1 runs each worker with ``--concurrency`` (W5)."""
+def run_chaos(
+    tmp_path: Path, *, restart: bool, threads: int = 1, env: dict[str, str] | None = None
+) -> None:
+    """The chaos run; *threads* above 1 runs each worker with ``--concurrency`` (W5); *env*,
+    more variables for each worker."""
     payload = {"passes": PASSES, "steps": STEPS, "step_seconds": STEP_SECONDS}
     runs = [start(JOB, payload, instance=f"chaos-{n}").run.pk for n in range(RUNS)]
     limited_payload = {
@@ -217,7 +224,7 @@ def run_chaos(tmp_path: Path, *, restart: bool, threads: int = 1) -> None:
         start(LIMITED, limited_payload, instance=f"chaos-limited-{n}").run.pk
         for n in range(LIMITED_RUNS)
     ]
-    fleet = Fleet(tmp_path, ("--concurrency", str(threads)) if threads > 1 else ())
+    fleet = Fleet(tmp_path, ("--concurrency", str(threads)) if threads > 1 else (), env)
     began = time.monotonic()
     restarted = False
     bad: list[str] = []
@@ -345,3 +352,20 @@ def test_chaos_sigkilled_workers_and_a_database_restart(tmp_path):
 def test_chaos_sigkilled_workers_at_concurrency_4(tmp_path):
     """W5: the same chaos with each worker running four passes at once on its threads."""
     run_chaos(tmp_path, restart=False, threads=THREADS)
+
+
+@pytest.mark.skipif(
+    connection.vendor != "postgresql" or bool(os.environ.get("LEASEJOBS_TEST_POOLER")),
+    reason="Django's connection pool is PostgreSQL's; behind PgBouncer the pooler is the pool",
+)
+def test_chaos_sigkilled_workers_at_concurrency_256_on_djangos_pool(tmp_path):
+    """W5, §13: the same chaos with each worker at ``--concurrency 256`` on Django's own
+    connection pool of eight (``OPTIONS["pool"]``): its pass threads put their connections
+    back while their handlers run, and a SIGKILL loses what it always loses, no more."""
+    options = {"pool": {"min_size": 1, "max_size": 8, "timeout": 60}}
+    run_chaos(
+        tmp_path,
+        restart=False,
+        threads=256,
+        env={"LEASEJOBS_TEST_DB_OPTIONS": json.dumps(options)},
+    )
