@@ -1,12 +1,12 @@
-"""A drive's cursor along its snapshot, and the books of what its runs came to (D1-D4, C4, W5).
+"""A drive's cursor along its snapshot (D1-D4, C4, W5).
 
 A drive reads its snapshot of due runs (D1) and goes along it in order. The
 :class:`DueCursor` is how far along it is: the runs claimed ahead of their
 turn, the keys found at their limit (C4), the queues found paused (W6), the
-runs handed to pool threads and not back yet. The :class:`Bookkeeper` is what the
-runs came to, in the drive's report. Two values: the cursor reads the books
-(a drive stops at its limit of runs attempted, or when it was aborted), the
-books never read the cursor.
+runs handed to pool threads and not back yet. What the runs came to is the
+drive's :class:`~.bookkeeper.Bookkeeper`. Two values: the cursor reads the
+books (a drive stops at its limit of runs attempted, or when it was
+aborted), the books never read the cursor.
 
 With ``concurrency=1`` the drive's own thread drives the runs along the
 cursor (:func:`drive_on_this_thread`); with more, a
@@ -16,7 +16,6 @@ run is driven by the one loop, :func:`~.in_turn.drive_in_turn`.
 
 from __future__ import annotations
 
-import logging
 import random
 from collections.abc import Container
 from typing import TYPE_CHECKING
@@ -24,61 +23,22 @@ from typing import TYPE_CHECKING
 from django.db import DatabaseError
 
 from . import store
+from .bookkeeper import Bookkeeper
 from .claims_ahead import Claims
 from .contained import contained
 from .due import DriveOptions, DueKey
-from .errors import describe, one_line
 from .follower import Follower
 from .full_keys import FullKeys
 from .holder import current_holder
 from .in_turn import NOT_WON, Ran, drive_in_turn
 from .leases import Claimed
-from .outcome import Outcome
 from .pacing import STRETCH_MAX, pace
-from .report import DriveReport, Note
-from .states import PassOutcome
-from .stats import aggregate, lost_observers
+from .stats import lost_observers
 
 if TYPE_CHECKING:
     from .registry import Job
 
-__all__ = ["Bookkeeper", "DueCursor", "drive_on_this_thread"]
-
-logger = logging.getLogger("django_leasejobs")
-
-
-class Bookkeeper:
-    """What a drive's runs came to, counted in its report as each ends (D4, O1)."""
-
-    def __init__(self, report: DriveReport) -> None:
-        self.report = report
-
-    def failed(self, key: DueKey, exc: BaseException, lost: bool) -> None:
-        """A database error on *key*'s run: that run only, or the drive if it is an outage."""
-        self.report.errors.append(Note(key.id, describe(exc)))
-        if lost:
-            # The pass in flight is abandoned (its lease will expire) and
-            # the rest of the drive waits for the next.
-            self.report.aborted = one_line(exc)
-            logger.error("Drive aborted: database error on run id=%s (%s)", key.id, type(exc))
-
-    def broke(self, key: DueKey, exc: BaseException) -> None:
-        """Anything else that went wrong driving *key*'s run: that run only (R9)."""
-        logger.error("Run id=%s could not be driven", key.id, exc_info=exc)
-        self.report.errors.append(Note(key.id, describe(exc)))
-
-    def count(self, key: DueKey, outcomes: list[Outcome], seconds: float | None) -> None:
-        """Count one run's passes; a throttled one ran nothing, so it is not ``attempted`` (C4)."""
-        if outcomes and outcomes[0].status != PassOutcome.THROTTLED and seconds is not None:
-            pace.observe(key.job, seconds)
-        self.report.attempted += any(
-            outcome.status != PassOutcome.THROTTLED for outcome in outcomes
-        )
-        for outcome in outcomes:
-            self.report.tally(key.id, outcome)
-            # Known by its task's path for a task run (§9): the name its pass named.
-            known = outcome.job or key.job
-            aggregate.observe(known, outcome.queue, outcome.status, outcome.seconds)
+__all__ = ["DueCursor", "drive_on_this_thread"]
 
 
 class DueCursor:

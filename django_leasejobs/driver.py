@@ -17,9 +17,10 @@ from django.db.models import BooleanField, ExpressionWrapper, Q
 from django.db.transaction import TransactionManagementError
 
 from . import schedules, store
+from .bookkeeper import Bookkeeper
 from .clock import get_clock
 from .conf import conf
-from .cursor import Bookkeeper, DueCursor, drive_on_this_thread
+from .cursor import DueCursor, drive_on_this_thread
 from .dispatcher import Dispatcher
 from .due import DriveOptions, DueKey
 from .errors import connection_lost, describe, drop_lost_connections

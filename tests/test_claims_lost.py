@@ -12,7 +12,8 @@ import time
 import pytest
 
 from django_leasejobs import RunStatus, pause_queue, start, start_many
-from django_leasejobs.cursor import Bookkeeper, DueCursor
+from django_leasejobs.bookkeeper import Bookkeeper
+from django_leasejobs.cursor import DueCursor
 from django_leasejobs.due import DriveOptions, DueKey
 from django_leasejobs.holder import current_holder
 from django_leasejobs.metrics import WorkerMetrics

@@ -16,7 +16,8 @@ import pytest
 from django.db import connections
 
 from django_leasejobs import Retry, contained, start, stats
-from django_leasejobs.cursor import Bookkeeper, DueCursor
+from django_leasejobs.bookkeeper import Bookkeeper
+from django_leasejobs.cursor import DueCursor
 from django_leasejobs.due import DriveOptions, DueKey
 from django_leasejobs.report import DriveReport
 from tests.utils import fresh
