@@ -31,6 +31,7 @@ from django_leasejobs.models import RateState, Run, Slot
 from django_leasejobs.retention import prune
 from django_leasejobs.store import limits as store_limits
 from django_leasejobs.store import renewals
+from django_leasejobs.store.held_back import spaced
 from tests.limit_helpers import (
     KEYED,
     LIMITED,
@@ -46,6 +47,9 @@ from tests.test_driver import DRIVE, one_pass
 from tests.utils import fresh, statements, wait_for
 
 pytestmark = pytest.mark.django_db
+
+#: How far apart RATED's held-back runs fall due: its 400 ms, and the margin (C3).
+SPACED = spaced(0.4 * SECOND)
 
 
 # -- C2 concurrency ---
@@ -306,21 +310,21 @@ def test_c2_c3_a_begin_refused_after_the_slot_and_token_gives_both_back(
 def test_c3_begins_are_spaced_per_over_n_on_the_database_clock(frozen_clock, drive):
     """C3: Rate(5, per=2 s) lets one pass begin each 0.4 s. Of 8 due runs one drive begins
     exactly one and throttles seven: the one it claimed is due again at the rate state's
-    next allowed begin, the six it stepped over each 0.4 s after the one before (C4) --
-    none before the rate allows it. Throttled passes never charge an attempt or fail a run."""
+    next allowed begin, the six it stepped over each 0.4 s (and the margin: ``SPACED``)
+    after the one before (C4) -- none before the rate allows it. Throttled passes never
+    charge an attempt or fail a run."""
     runs = [start(RATED, QUICK, instance=f"r{n}").run for n in range(8)]
     report = drive(RATED)
     assert (report.completed, report.throttled, report.attempted) == (1, 7, 1)
     tat = RateState.objects.get(job=RATED, key="").tat
     assert tat == frozen_clock.now() + timedelta(milliseconds=400)
     waiting = Run.objects.filter(job=RATED, status=RunStatus.RUNNING)
-    assert sorted(waiting.values_list("next_attempt_at", flat=True)) == [
-        tat + n * 0.4 * SECOND for n in range(7)
-    ]
+    dues = sorted(waiting.values_list("next_attempt_at", flat=True))
+    assert dues == [tat + n * SPACED for n in range(7)]
     assert set(waiting.values_list("throttled_by", flat=True)) == {"rate"}
 
-    for left in range(6, -1, -1):
-        frozen_clock.advance(timedelta(milliseconds=300))
+    for left, due in zip(range(6, -1, -1), dues, strict=True):
+        frozen_clock.advance(due - frozen_clock.now() - timedelta(milliseconds=100))
         assert drive(RATED).attempted == 0  # not due before the rate allows a begin
         frozen_clock.advance(timedelta(milliseconds=100))
         report = drive(RATED)
@@ -349,7 +353,7 @@ def test_s13_c3_a_begin_of_a_rate_limited_backlog_rewrites_none_of_the_rest(froz
         held = dict(
             Run.objects.filter(job=RATED, status=RunStatus.RUNNING).values_list("pk", "updated_at")
         )
-        frozen_clock.advance(timedelta(milliseconds=400))
+        frozen_clock.advance(SPACED)
         with CaptureQueriesContext(connection) as captured:
             report = drive(RATED)
         assert (report.completed, report.throttled) == (1, 0)
@@ -365,14 +369,17 @@ def test_s13_c3_a_begin_of_a_rate_limited_backlog_rewrites_none_of_the_rest(froz
 
 
 def test_c3_c4_a_later_drive_spaces_its_runs_after_those_held_back_before(frozen_clock, drive):
-    """C3 + C4: runs held back by an earlier drive keep their times; the runs a later drive
-    steps over go after the last of them, one interval apart, so they do not fall due
-    together with those (the throttled run itself waits for the rate's next begin)."""
+    """C3 + C4 + §13: runs held back by an earlier drive keep their times; the run a later
+    drive's rate refuses, and then the runs it steps over, go after the last of them, one
+    interval apart (and a margin: ``SPACED``), so none falls due together with those --
+    two due together, one would be refused again, and the next, down the backlog."""
     start_many(RATED, [(f"a{n}", QUICK) for n in range(4)])
     drive(RATED)
     waiting = Run.objects.filter(job=RATED, status=RunStatus.RUNNING)
     first = dict(waiting.values_list("instance", "next_attempt_at"))
-    assert sorted(first.values()) == [frozen_clock.now() + n * 0.4 * SECOND for n in (1, 2, 3)]
+    assert sorted(first.values()) == [
+        frozen_clock.now() + 0.4 * SECOND + (n - 1) * SPACED for n in (1, 2, 3)
+    ]
     frozen_clock.advance(timedelta(milliseconds=400))
     start_many(RATED, [(f"b{n}", QUICK) for n in range(3)])
     Run.objects.filter(job=RATED, instance__startswith="b").update(
@@ -383,10 +390,10 @@ def test_c3_c4_a_later_drive_spaces_its_runs_after_those_held_back_before(frozen
     assert (report.completed, report.throttled) == (1, 3)
     now = dict(waiting.values_list("instance", "next_attempt_at"))
     last = max(first.values())
-    assert now["b1"] == frozen_clock.now() + 0.4 * SECOND  # the rate's next begin
+    assert now["b1"] == last + SPACED  # behind them, not at the rate's next begin
     assert sorted(now[name] for name in now if name != "b1")[-2:] == [
-        last + 0.4 * SECOND,
-        last + 0.8 * SECOND,
+        last + 2 * SPACED,
+        last + 3 * SPACED,
     ]
     ahead = {name: due for name, due in first.items() if due > frozen_clock.now()}
     assert {name: now[name] for name in ahead} == ahead  # still held back: not written

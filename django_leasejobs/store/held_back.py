@@ -25,7 +25,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Case, DateTimeField, Max, Q, Value, When
+from django.db.models import Case, DateTimeField, Max, Q, Subquery, Value, When
 
 from django_leasejobs.clock import get_clock, plus
 from django_leasejobs.limits import Rate
@@ -33,7 +33,28 @@ from django_leasejobs.states import Throttle
 
 from .base import alias, conflicts_retried, now, runs
 
-__all__ = ["due_again", "space_unclaimed", "spaced_too_far", "throttle_unclaimed"]
+__all__ = [
+    "SPACING_MARGIN",
+    "due_again",
+    "last_held",
+    "space_unclaimed",
+    "spaced",
+    "spaced_too_far",
+    "throttle_unclaimed",
+]
+
+#: How much more than a rate's interval apart its held-back runs fall due (at most a
+#: twentieth of the interval). Each begin comes a few milliseconds after the rate allows
+#: it -- the worker's wake-up, the round trip -- and a strict rate counts its next interval
+#: from that begin (C3), so runs spaced exactly one interval apart would each fall due a
+#: little earlier than the rate allows, until it refused every one of them once: two
+#: more writes a begin (§13).
+SPACING_MARGIN = timedelta(milliseconds=10)
+
+
+def spaced(interval: timedelta) -> timedelta:
+    """How far apart a rate's held-back runs fall due: its interval, and a margin (C3)."""
+    return interval + min(SPACING_MARGIN, interval / 20)
 
 
 def due_again(at: Any, wait: timedelta, until: datetime | None) -> Any:
@@ -58,6 +79,24 @@ def throttle_unclaimed(
     )
 
 
+def held(job: str, key: str) -> Any:
+    """The runs of (*job*, *key*) its rate holds back, waiting, unclaimed (C3)."""
+    mine = Q(limit_key=key) if key else Q(limit_key__isnull=True) | Q(limit_key="")
+    return runs().throttled().filter(mine, job=job, throttled_by=Throttle.RATE)
+
+
+def last_held(job: str, key: str) -> Any:
+    """The due time of the last of (*job*, *key*)'s runs held back by its rate, as a subquery.
+
+    Read in the same statement as a refusal's next allowed begin
+    (:mod:`.limits`): a pass its rate refuses waits behind the key's runs
+    already spaced (:func:`space_unclaimed`) -- falling due at the rate's next
+    begin, it would fall due with the next of them, and one of the two
+    would be refused again, and so on down the backlog (§13).
+    """
+    return Subquery(held(job, key).order_by("-next_attempt_at").values("next_attempt_at")[:1])
+
+
 @conflicts_retried
 def space_unclaimed(
     run_ids: list[str], job: str, key: str, until: datetime, every: timedelta
@@ -65,17 +104,18 @@ def space_unclaimed(
     """C3, C4: runs of a key its rate refused, in due order, each a rate interval after the last.
 
     *until* is the rate's next allowed begin, where the throttled run waits
-    already; *every* its interval. The first of *run_ids* is due *every*
+    already; *every* its interval, which :func:`spaced` widens by a margin.
+    The first of *run_ids* is due that far
     after the latest of *until* and the key's runs held back before (by this
     drive's throttled passes or an earlier drive), so that no two fall due
     together. One read of that latest time, among the waiting runs (the live
     ones, not the history), and one ``UPDATE``. Returns how many moved.
     """
-    mine = Q(limit_key=key) if key else Q(limit_key__isnull=True) | Q(limit_key="")
-    earlier = runs().throttled().filter(mine, job=job, throttled_by=Throttle.RATE)
-    latest = earlier.exclude(pk__in=run_ids).aggregate(latest=Max("next_attempt_at"))["latest"]
+    earlier = held(job, key).exclude(pk__in=run_ids)
+    latest = earlier.aggregate(latest=Max("next_attempt_at"))["latest"]
     after = until if latest is None else max(until, latest)
-    due = [When(pk=pk, then=Value(after + every * n)) for n, pk in enumerate(run_ids, 1)]
+    apart = spaced(every)
+    due = [When(pk=pk, then=Value(after + apart * n)) for n, pk in enumerate(run_ids, 1)]
     at = now()
     return (
         runs()
@@ -92,13 +132,14 @@ def space_unclaimed(
 def spaced_too_far(jobs: tuple[str, ...], rate: Rate) -> list[str]:
     """Runs held back by a rate further ahead than *rate* would hold them (C3, C5).
 
-    A key's held-back runs are spaced one interval apart (:func:`space_unclaimed`),
-    so under *rate* the k-th of them, in due order, waits at most k + 1
-    intervals from now: the rate's next begin, at most one interval ahead,
-    then one interval each. One later than that was spaced by a slower rule.
+    A key's held-back runs are spaced one interval apart (:func:`space_unclaimed`,
+    with :func:`spaced`'s margin), so under *rate* the k-th of them, in due
+    order, waits at most k + 1 spacings from now: the rate's next begin, at
+    most one interval ahead, then one spacing each. One later than that was
+    spaced by a slower rule.
     Read once per process and per changed limit, over the waiting runs only.
     """
-    at = get_clock().now(alias())
+    at, apart = get_clock().now(alias()), spaced(rate.interval)
     held = (
         runs()
         .waiting()
@@ -111,6 +152,6 @@ def spaced_too_far(jobs: tuple[str, ...], rate: Rate) -> list[str]:
     for pk, job, limit_key, due in held:
         position = position + 1 if (job, limit_key or "") == key else 1
         key = (job, limit_key or "")
-        if due is not None and due > at + rate.interval * (position + 1):
+        if due is not None and due > at + apart * (position + 1):
             too_far.append(pk)
     return too_far

@@ -33,7 +33,7 @@ from django_leasejobs.states import Throttle
 
 from .base import alias, conflicts_retried, fenced, now, runs
 from .claims import BEGIN_LIMITED
-from .held_back import due_again, spaced_too_far
+from .held_back import due_again, last_held, spaced, spaced_too_far
 from .unanswered import Unanswered, unanswered_if_lost
 
 __all__ = [
@@ -150,22 +150,36 @@ def _spend(job: str, key: str, rate: Rate) -> tuple[datetime, timedelta] | None:
     The rate state is a theoretical arrival time: a begin is allowed when it
     is not after now, and pushes it to now + ``per / n`` -- one conditional
     ``UPDATE`` on the database clock. Refused, the next allowed begin is read
-    with how far ahead of now it is, by the same clock.
+    with how far ahead of now it is, by the same clock, and in the same
+    statement when the key's last run held back falls due
+    (:func:`.held_back.last_held`): the refused pass waits behind it.
     """
     states = RateState.objects.using(alias()).filter(job=job, key=key)
     at = now()
     if states.filter(tat__lte=at).update(tat=plus(at, rate.interval)):
         return None
     ahead = ExpressionWrapper(F("tat") - at, output_field=DurationField())
-    found = states.annotate(left=ahead).values_list("tat", "left").first()
+    refused = states.annotate(left=ahead, behind=last_held(job, key))
+    found = refused.values_list("tat", "left", "behind").first()
     if found is not None:
-        return found
+        return _waits_behind(found, rate)
     RateState.objects.using(alias()).bulk_create(
         [RateState(job=job, key=key, tat=_LONG_AGO)], ignore_conflicts=True
     )
     if states.filter(tat__lte=at).update(tat=plus(at, rate.interval)):
         return None
-    return states.annotate(left=ahead).values_list("tat", "left").first()
+    found = refused.values_list("tat", "left", "behind").first()
+    return None if found is None else _waits_behind(found, rate)
+
+
+def _waits_behind(
+    found: tuple[datetime, timedelta, datetime | None], rate: Rate
+) -> tuple[datetime, timedelta]:
+    """When a pass its rate refused is due again: the rate's next begin, or one spacing after
+    the key's last run held back already, whichever is later (C3, §13); and how far ahead
+    the rate's next begin is."""
+    tat, left, behind = found
+    return (tat if behind is None else max(tat, behind + spaced(rate.interval))), left
 
 
 @conflicts_retried
